@@ -1,0 +1,134 @@
+"""The main job: the reference agent on the bundled model with speculative decoding, a trace
+under traces/ and the per-step report. With several arms (e.g. baseline and speculative) each
+task runs under every arm in turn, alternating the order, so both see the same machine drift."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console
+
+from agenttrace.report.terminal import make_console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agenttrace import (
+    ChatModel,
+    LocalChatModel,
+    PromptLookupDrafter,
+    TaskResult,
+    Telemetry,
+    load_model,
+    render_report,
+    report_from_files,
+)
+from agents.function_calling import build_agent, tool_call_tasks
+
+ARMS = ("baseline", "speculative")
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    tasks: int = 12
+    arms: tuple[str, ...] = ("speculative",)
+    num_speculative_tokens: int = 3
+    trace_dir: Path = Path("traces")
+    otlp_endpoint: str | None = None
+    detail: str = "default"
+    show_tasks: bool = True
+
+
+def _model_for(arm: str, loaded, k: int) -> ChatModel:
+    if arm == "baseline":
+        return LocalChatModel(loaded.model, loaded.tokenizer, name=loaded.name)
+    if arm == "speculative":
+        return LocalChatModel(
+            loaded.model, loaded.tokenizer, name=loaded.name, drafter=PromptLookupDrafter(), num_speculative_tokens=k
+        )
+    raise ValueError(f"unknown arm {arm!r}; choose from {', '.join(ARMS)}")
+
+
+def _texts(result: TaskResult) -> list[str]:
+    return [a.text for s in result.steps for a in s.attempts]
+
+
+def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
+    console = console or make_console()
+    t0 = time.perf_counter()
+    console.print("Loading the bundled model (the first run converts it once, about 30 s)...")
+    loaded = load_model()
+    load_s = time.perf_counter() - t0
+    how = "converted and loaded" if loaded.converted else "loaded from the cache"
+    console.print(f"{loaded.name} {how} in {load_s:.1f} s")
+
+    tasks = tool_call_tasks()[: opts.tasks]
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    files: dict[str, Path] = {}
+    telemetry: dict[str, Telemetry] = {}
+    agents = {}
+    for arm in opts.arms:
+        suffix = "" if len(opts.arms) == 1 else f"-{arm}"
+        files[arm] = opts.trace_dir / f"demo-{stamp}{suffix}.jsonl"
+        telemetry[arm] = Telemetry(
+            service_name="agenttrace-demo",
+            run_label=arm,
+            trace_file=files[arm],
+            otlp_endpoint=opts.otlp_endpoint,
+            detail=opts.detail,  # type: ignore[arg-type]
+        )
+        agents[arm] = build_agent(_model_for(arm, loaded, opts.num_speculative_tokens), telemetry[arm])
+
+    results: dict[str, list[TaskResult]] = {arm: [] for arm in opts.arms}
+    run_start = time.perf_counter()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task("tasks", total=len(tasks) * len(opts.arms))
+        for i, task in enumerate(tasks):
+            order = opts.arms if i % 2 == 0 else tuple(reversed(opts.arms))
+            for arm in order:
+                progress.update(bar, description=f"{task.id} [{arm}]")
+                results[arm].append(agents[arm].run(task))
+                progress.advance(bar)
+    run_s = time.perf_counter() - run_start
+
+    for arm in opts.arms:
+        summary = telemetry[arm].shutdown()
+        if summary.failures:
+            console.print(f"[yellow]telemetry failures (the run was not affected): {summary.failures}[/]")
+    for arm in opts.arms:
+        if len(opts.arms) > 1:
+            console.rule(f"arm: {arm}")
+        render_report(report_from_files([str(files[arm])]), console, tasks=opts.show_tasks)
+    if len(opts.arms) > 1:
+        _compare(opts.arms, files, results, console)
+    console.print(f"demo: {len(tasks)} tasks x {len(opts.arms)} arm(s) in {run_s:.1f} s (model load {load_s:.1f} s)")
+    for arm, path in files.items():
+        console.print(f"trace ({arm}): {path}")
+    return 0
+
+
+def _compare(arms: tuple[str, ...], files: dict[str, Path], results: dict[str, list[TaskResult]], console: Console) -> None:
+    """Tokens per second side by side, measured in this run, and whether the outputs agree."""
+    reports = {arm: report_from_files([str(files[arm])]) for arm in arms}
+    base = arms[0]
+    table = Table(title="arms side by side (same run, interleaved)", title_justify="left")
+    for col in ("arm", "tokens", "generation s", "tok/s", "vs " + base, "acceptance", "mean acc. len", "same output"):
+        table.add_column(col, justify="right")
+    base_tps = reports[base].run.speculation.tokens_per_s or 0.0
+    for arm in arms:
+        spec = reports[arm].run.speculation
+        same = all(_texts(a) == _texts(b) for a, b in zip(results[arm], results[base], strict=True))
+        table.add_row(
+            arm,
+            str(spec.output_tokens),
+            f"{spec.generation_s:.2f}",
+            f"{spec.tokens_per_s or 0:.1f}",
+            f"{(spec.tokens_per_s or 0) / base_tps:.2f}x" if base_tps else "-",
+            "-" if spec.acceptance_rate is None else f"{100 * spec.acceptance_rate:.0f}%",
+            "-" if spec.mean_acceptance_length is None else f"{spec.mean_acceptance_length:.2f}",
+            "yes" if same else "no",
+        )
+    console.print(table)

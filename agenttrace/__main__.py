@@ -1,0 +1,5 @@
+import sys
+
+from agenttrace.cli import main
+
+sys.exit(main())

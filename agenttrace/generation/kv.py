@@ -1,0 +1,55 @@
+"""Forward passes over a transformers causal LM with an explicit KV cache.
+
+Invariant kept by every caller: before a forward pass, the cache holds exactly the tokens that
+precede the ones passed in. Speculation appends draft tokens and then crops back to what the
+target accepted, so after each round the cache again holds the accepted sequence minus the last
+(pending) token.
+"""
+
+from __future__ import annotations
+
+import inspect
+from functools import lru_cache
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+
+@lru_cache(maxsize=32)
+def _forward_kwargs(model_cls: type) -> tuple[str, bool]:
+    """The KV-cache keyword (`cache` in transformers 5, `past_key_values` before) and whether
+    the model can skip the LM head for positions whose logits are not needed."""
+    params = inspect.signature(model_cls.forward).parameters
+    cache_kw = "cache" if "cache" in params else "past_key_values"
+    return cache_kw, "logits_to_keep" in params
+
+
+def new_cache(model: PreTrainedModel) -> DynamicCache:
+    return DynamicCache(config=model.config)
+
+
+def forward(model: PreTrainedModel, ids: list[int], cache: DynamicCache, *, last_only: bool = False) -> torch.Tensor:
+    """Run `ids` through the model after the cached tokens; returns float logits [n, vocab]
+    (or [1, vocab] with `last_only`, which skips the LM head for all but the last position:
+    for a 500-token prefill over a 49k vocabulary that head is a large share of the cost)."""
+    cache_kw, can_keep = _forward_kwargs(type(model))
+    input_ids = torch.tensor([ids], dtype=torch.long, device=model.device)  # [1, n]
+    kwargs = {cache_kw: cache, "use_cache": True}
+    if last_only and can_keep:
+        kwargs["logits_to_keep"] = 1
+    logits = model(input_ids=input_ids, **kwargs).logits[0]  # [n or 1, vocab]
+    if last_only:
+        logits = logits[-1:]
+    return logits.float()
+
+
+def cached_length(cache: DynamicCache) -> int:
+    return cache.get_seq_length()
+
+
+def crop(cache: DynamicCache, length: int) -> None:
+    """Drop cached entries beyond `length` tokens (rejected draft tokens)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        # transformers 5: a negative argument is the number of tokens to remove.
+        cache.crop(-extra)

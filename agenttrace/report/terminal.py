@@ -1,0 +1,140 @@
+"""The report in the terminal: one table per task (a row per step), then the run's summary."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from agenttrace.report.model import SEGMENT_FIELDS, Distribution, Report, SegmentTimes, SpecFigures, TaskFigures
+
+# Always shown (the issue's list); memory, compaction and delegation only when a task has them.
+_CORE = ("prefill", "draft", "verify", "generation", "parse", "validation", "tool", "network", "other")
+_HEADERS = {"generation": "gen rest", "validation": "valid", "network": "net", "compaction": "compact",
+            "delegation": "delegate"}
+
+
+def ms(seconds: float | None) -> str:
+    """Milliseconds with the precision a reader needs: 1234, 12.3, 0.04."""
+    if seconds is None:
+        return "-"
+    v = seconds * 1e3
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 1:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if v > 0 else "0"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _columns(task: TaskFigures) -> list[str]:
+    extra = [f for f in SEGMENT_FIELDS if f not in _CORE and getattr(task.segments, f) > 0]
+    return [*_CORE[:-1], *extra, "other"]
+
+
+def _seg_cells(segs: SegmentTimes, cols: list[str]) -> list[str]:
+    return [ms(getattr(segs, c)) for c in cols]
+
+
+def spec_line(spec: SpecFigures) -> str:
+    if not spec.generations:
+        return "no generations"
+    parts = [f"{spec.generations} generations, {spec.output_tokens} tokens"]
+    if spec.tokens_per_s is not None:
+        parts.append(f"{spec.tokens_per_s:.1f} tok/s")
+    methods = [m for m in spec.methods if m != "none"]
+    if methods and spec.rounds:
+        parts.append(
+            f"{'/'.join(methods)}: acceptance {_pct(spec.acceptance_rate)} "
+            f"({spec.accepted_tokens}/{spec.draft_tokens}), mean acceptance length {spec.mean_acceptance_length:.2f} "
+            f"over {spec.rounds} rounds"
+        )
+    if spec.fallbacks:
+        parts.append(f"{spec.fallbacks} fell back to plain decoding")
+    return "; ".join(parts)
+
+
+def task_table(task: TaskFigures) -> Table:
+    cols = _columns(task)
+    label = f" [{task.run_label}]" if task.run_label else ""
+    title = f"task {task.task_id}{label}: {task.outcome}, {task.wall_s:.2f} s, TTVTC {ms(task.ttvtc_s)} ms"
+    if task.time_to_correct_action_s is not None:
+        title += f", correct action {ms(task.time_to_correct_action_s)} ms"
+    table = Table(title=title, title_justify="left", caption=spec_line(task.speculation), caption_justify="left")
+    table.add_column("step", justify="right")
+    table.add_column("outcome")
+    table.add_column("att", justify="right")
+    table.add_column("wall", justify="right")
+    table.add_column("TTVTC", justify="right")
+    for c in cols:
+        table.add_column(_HEADERS.get(c, c), justify="right")
+    table.add_column("retry", justify="right")
+    for s in task.steps:
+        table.add_row(
+            str(s.index), s.outcome, str(s.attempts), ms(s.wall_s), ms(s.ttvtc_s), *_seg_cells(s.segments, cols),
+            ms(s.retry_s),
+        )
+    table.add_section()
+    table.add_row(
+        "task", task.outcome, str(task.attempts), ms(task.wall_s), ms(task.ttvtc_s), *_seg_cells(task.segments, cols),
+        ms(task.retry_s), style="bold",
+    )
+    return table
+
+
+def _dist(d: Distribution) -> str:
+    if not d.count:
+        return "-"
+    text = f"p50 {ms(d.p50)} / p95 {ms(d.p95)}"
+    if d.p99 is not None:
+        text += f" / p99 {ms(d.p99)}"
+    return f"{text} ms (n={d.count})"
+
+
+def summary_table(report: Report) -> Table:
+    r = report.run
+    t = Table(title="run summary", title_justify="left", show_header=False)
+    t.add_column("figure")
+    t.add_column("value")
+    t.add_row("tasks", f"{r.tasks} ({r.completed} completed, {_pct(r.completion_rate)})")
+    t.add_row("attempts valid", f"{r.valid_attempts}/{r.attempts} ({_pct(r.validity_rate)})")
+    t.add_row("steps needing a retry", f"{r.steps_with_retry}/{r.steps} ({_pct(r.retry_share)})")
+    t.add_row("time lost to failed attempts", f"{r.retry_s:.2f} s of {r.segments.total():.2f} s")
+    thr = "-" if r.decision_throughput is None else f"{r.decision_throughput:.3f} valid decisions/s"
+    t.add_row("decision throughput", thr)
+    t.add_row("time to valid tool call", _dist(r.ttvtc))
+    t.add_row("task time", _dist(r.task_wall))
+    t.add_row("step time", _dist(r.step_wall))
+    total = r.segments.total() or 1.0
+    shares = ", ".join(
+        f"{_HEADERS.get(f, f)} {100 * getattr(r.segments, f) / total:.0f}%"
+        for f in SEGMENT_FIELDS
+        if getattr(r.segments, f) > 0
+    )
+    t.add_row("where the time went", shares or "-")
+    t.add_row("generation", spec_line(r.speculation))
+    return t
+
+
+def make_console() -> Console:
+    """A console for reports: the terminal's width, or 160 columns when writing to a file or CI
+    log (rich's 80-column default squeezes a step table into ellipses)."""
+    import sys
+
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+def render_report(report: Report, console: Console | None = None, *, tasks: bool = True) -> None:
+    """Print one table per task (times in ms) and the run summary."""
+    console = console or make_console()
+    for problem in report.problems:
+        console.print(f"[yellow]warning:[/] {problem}", highlight=False)
+    if not report.tasks:
+        console.print("No agent spans found (spans with agenttrace.segment=agent).")
+        return
+    if tasks:
+        for task in report.tasks:
+            console.print(task_table(task))
+    console.print(summary_table(report))

@@ -1,0 +1,179 @@
+"""Every span name, attribute key and enumerated value agenttrace writes or reads (SPANS.md).
+
+Names the OpenTelemetry semantic conventions define are taken from
+`opentelemetry-semantic-conventions`; ours live under `agenttrace.`. Nothing else in the package
+spells an attribute key as a string literal.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
+from opentelemetry.semconv._incubating.attributes.host_attributes import HOST_NAME
+from opentelemetry.semconv._incubating.attributes.process_attributes import PROCESS_PID
+from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME, SERVICE_VERSION
+
+class Segment(StrEnum):
+    """Where a span's self time is charged (`agenttrace.segment`)."""
+
+    AGENT = "agent"
+    STEP = "step"
+    ATTEMPT = "attempt"
+    GENERATION = "generation"
+    PREFILL = "prefill"
+    DRAFT = "draft"
+    VERIFY = "verify"
+    PARSE = "parse"
+    VALIDATION = "validation"
+    TOOL = "tool"
+    NETWORK = "network"
+    MEMORY = "memory"
+    COMPACTION = "compaction"
+    DELEGATION = "delegation"
+
+
+class TaskOutcome(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+
+
+class StepOutcome(StrEnum):
+    TOOL_CALL = "tool_call"
+    FINAL_ANSWER = "final_answer"
+    INVALID = "invalid"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class AttemptOutcome(StrEnum):
+    OK = "ok"
+    PARSE_ERROR = "parse_error"
+    VALIDATION_ERROR = "validation_error"
+    TOOL_ERROR = "tool_error"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+
+
+# --- Resource -----------------------------------------------------------------------------
+SERVICE_NAME: Final = SERVICE_NAME
+SERVICE_VERSION: Final = SERVICE_VERSION
+HOST_NAME: Final = HOST_NAME
+PROCESS_PID: Final = PROCESS_PID
+RUN_ID: Final = "agenttrace.run.id"
+RUN_LABEL: Final = "agenttrace.run.label"
+
+# --- GenAI conventions ---------------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = _gen_ai.GEN_AI_OPERATION_NAME
+GEN_AI_AGENT_NAME: Final = _gen_ai.GEN_AI_AGENT_NAME
+GEN_AI_PROVIDER_NAME: Final = _gen_ai.GEN_AI_PROVIDER_NAME
+GEN_AI_REQUEST_MODEL: Final = _gen_ai.GEN_AI_REQUEST_MODEL
+GEN_AI_REQUEST_MAX_TOKENS: Final = _gen_ai.GEN_AI_REQUEST_MAX_TOKENS
+GEN_AI_REQUEST_TEMPERATURE: Final = _gen_ai.GEN_AI_REQUEST_TEMPERATURE
+GEN_AI_REQUEST_TOP_P: Final = _gen_ai.GEN_AI_REQUEST_TOP_P
+GEN_AI_REQUEST_SEED: Final = _gen_ai.GEN_AI_REQUEST_SEED
+GEN_AI_USAGE_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_INPUT_TOKENS
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
+GEN_AI_RESPONSE_FINISH_REASONS: Final = _gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = _gen_ai.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
+GEN_AI_TOOL_NAME: Final = _gen_ai.GEN_AI_TOOL_NAME
+GEN_AI_TOOL_CALL_ID: Final = _gen_ai.GEN_AI_TOOL_CALL_ID
+GEN_AI_TOOL_TYPE: Final = _gen_ai.GEN_AI_TOOL_TYPE
+ERROR_TYPE: Final = ERROR_TYPE
+
+OP_INVOKE_AGENT: Final = "invoke_agent"
+OP_CHAT: Final = "chat"
+OP_EXECUTE_TOOL: Final = "execute_tool"
+TOOL_TYPE_FUNCTION: Final = "function"
+ERROR_CANCELLED: Final = "cancelled"
+
+# --- agenttrace ----------------------------------------------------------------------------
+SEGMENT: Final = "agenttrace.segment"
+TASK_ID: Final = "agenttrace.task.id"
+TASK_OUTCOME: Final = "agenttrace.task.outcome"
+STEPS: Final = "agenttrace.steps"
+DECISIONS_VALID: Final = "agenttrace.decisions.valid"
+DECISIONS_INVALID: Final = "agenttrace.decisions.invalid"
+STEP_INDEX: Final = "agenttrace.step.index"
+STEP_OUTCOME: Final = "agenttrace.step.outcome"
+STEP_ATTEMPTS: Final = "agenttrace.step.attempts"
+ATTEMPT_INDEX: Final = "agenttrace.attempt.index"
+ATTEMPT_OUTCOME: Final = "agenttrace.attempt.outcome"
+TOKENS: Final = "agenttrace.tokens"
+PARSE_OK: Final = "agenttrace.parse.ok"
+# Not in SPANS.md: what an ok parse produced (`tool_call` or `final_answer`), so the report
+# can find the decision moment of a final answer without guessing from the step outcome.
+PARSE_RESULT: Final = "agenttrace.parse.result"
+VALIDATION_OK: Final = "agenttrace.validation.ok"
+VALIDATION_ERRORS: Final = "agenttrace.validation.errors"
+VALIDATION_VALIDATOR: Final = "agenttrace.validation.validator"
+MEMORY_ITEMS: Final = "agenttrace.memory.items"
+COMPACTION_TOKENS_BEFORE: Final = "agenttrace.compaction.tokens_before"
+COMPACTION_TOKENS_AFTER: Final = "agenttrace.compaction.tokens_after"
+# Not in SPANS.md: whether a decision matched the call (or answer) the task expected, set on the
+# span that marks the decision moment (validation or parse) when the task states one. Lets reports
+# compute time to correct action from the trace alone without recording argument content.
+DECISION_CORRECT: Final = "agenttrace.decision.correct"
+
+# speculative decoding, on the generation span (`agenttrace.spec.*`)
+SPEC_METHOD: Final = "agenttrace.spec.method"
+SPEC_NUM_SPECULATIVE_TOKENS: Final = "agenttrace.spec.num_speculative_tokens"
+SPEC_ROUNDS: Final = "agenttrace.spec.rounds"
+SPEC_DRAFT_TOKENS: Final = "agenttrace.spec.draft_tokens"
+SPEC_ACCEPTED_TOKENS: Final = "agenttrace.spec.accepted_tokens"
+SPEC_ACCEPTANCE_RATE: Final = "agenttrace.spec.acceptance_rate"
+SPEC_MEAN_ACCEPTANCE_LENGTH: Final = "agenttrace.spec.mean_acceptance_length"
+SPEC_ACCEPTANCE_PER_POSITION: Final = "agenttrace.spec.acceptance_per_position"
+SPEC_PREFILL_S: Final = "agenttrace.spec.prefill_s"
+SPEC_DRAFT_S: Final = "agenttrace.spec.draft_s"
+SPEC_VERIFY_S: Final = "agenttrace.spec.verify_s"
+SPEC_TOKENS_PER_S: Final = "agenttrace.spec.tokens_per_s"
+SPEC_FALLBACK: Final = "agenttrace.spec.fallback"
+SPEC_FALLBACK_REASON: Final = "agenttrace.spec.fallback.reason"
+# on the draft / verify spans (detail level `fine`)
+SPEC_DRAFTED: Final = "agenttrace.spec.drafted"
+SPEC_VERIFIED: Final = "agenttrace.spec.verified"
+SPEC_ACCEPTED: Final = "agenttrace.spec.accepted"
+
+# the `speculate.round` event and its attributes (default detail level)
+EVENT_SPECULATE_ROUND: Final = "speculate.round"
+ROUND_DRAFTED: Final = "drafted"
+ROUND_ACCEPTED: Final = "accepted"
+ROUND_DRAFT_S: Final = "draft_s"
+ROUND_VERIFY_S: Final = "verify_s"
+
+# --- span names ------------------------------------------------------------------------------
+SPAN_PREFILL: Final = "prefill"
+SPAN_DRAFT: Final = "speculate.draft"
+SPAN_VERIFY: Final = "speculate.verify"
+SPAN_PARSE: Final = "parse_tool_call"
+SPAN_COMPACTION: Final = "compact_context"
+
+
+def agent_span_name(agent_name: str) -> str:
+    return f"{OP_INVOKE_AGENT} {agent_name}"
+
+
+def step_span_name(index: int) -> str:
+    return f"agent_step {index}"
+
+
+def attempt_span_name(index: int) -> str:
+    return f"attempt {index}"
+
+
+def generation_span_name(model: str, operation: str = OP_CHAT) -> str:
+    return f"{operation} {model}"
+
+
+def validation_span_name(tool: str) -> str:
+    return f"validate_arguments {tool}"
+
+
+def tool_span_name(tool: str) -> str:
+    return f"{OP_EXECUTE_TOOL} {tool}"

@@ -1,0 +1,115 @@
+"""Where spans go: a trace file of OTLP/JSON lines, and an OTLP endpoint.
+
+The file uses the official `opentelemetry-exporter-otlp-json-file` exporter (one
+ExportTraceServiceRequest per line, the OTLP JSON mapping: hex ids, camelCase, ns timestamps as
+strings), so we write no encoding by hand. Endpoints use the official OTLP exporters over
+HTTP/protobuf or gRPC. Every exporter is wrapped in `GuardedExporter`, so one that raises or
+cannot connect is counted and logged while the others (the file above all) still get every span.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from agenttrace.telemetry.guard import FailureCounter
+
+__all__ = ["GuardedExporter", "otlp_exporter", "resolve_otlp_endpoint", "trace_file_exporter"]
+
+# Jaeger's OTLP receivers: 4318 for HTTP/protobuf, 4317 for gRPC.
+DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
+DEFAULT_GRPC_ENDPOINT = "http://localhost:4317"
+
+
+class GuardedExporter(SpanExporter):
+    """Wraps an exporter so that its exceptions and failed exports are counted, never raised."""
+
+    def __init__(self, inner: SpanExporter, failures: FailureCounter, name: str) -> None:
+        self.inner = inner
+        self.name = name
+        self._failures = failures
+        self.spans_exported = 0
+        self.spans_failed = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception as exc:  # the host program must never see an exporter's exception
+            self._failures.record(f"export to {self.name}", exc)
+            result = SpanExportResult.FAILURE
+        else:
+            if result is not SpanExportResult.SUCCESS:
+                self._failures.record(f"export to {self.name}", f"{len(spans)} spans not accepted")
+        if result is SpanExportResult.SUCCESS:
+            self.spans_exported += len(spans)
+        else:
+            self.spans_failed += len(spans)
+        return result
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        try:
+            return self.inner.force_flush(timeout_millis)
+        except Exception as exc:
+            self._failures.record(f"flush of {self.name}", exc)
+            return False
+
+    def shutdown(self) -> None:
+        try:
+            self.inner.shutdown()
+        except Exception as exc:
+            self._failures.record(f"shutdown of {self.name}", exc)
+
+
+def trace_file_exporter(path: str | os.PathLike[str]) -> SpanExporter:
+    """Append OTLP/JSON lines to `path` (its folder is created)."""
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return FileSpanExporter(path)
+
+
+def resolve_otlp_endpoint(endpoint: str | None, protocol: str | None) -> tuple[str, str] | None:
+    """The (endpoint, protocol) to export to, from arguments or the standard OTEL_ variables.
+
+    Returns None when neither names an endpoint. Protocol is `http/protobuf` (default) or `grpc`.
+    """
+    protocol = (
+        protocol
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+    if protocol not in ("http/protobuf", "grpc"):
+        raise ValueError(f"unsupported OTLP protocol {protocol!r}: use 'http/protobuf' or 'grpc'")
+    endpoint = (
+        endpoint
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+    if endpoint is None:
+        return None
+    if endpoint == "":  # a bare flag: Jaeger's default port for the protocol
+        endpoint = DEFAULT_GRPC_ENDPOINT if protocol == "grpc" else DEFAULT_HTTP_ENDPOINT
+    return endpoint, protocol
+
+
+def otlp_exporter(endpoint: str, protocol: str = "http/protobuf", *, timeout_s: float = 5.0) -> SpanExporter:
+    """An official OTLP span exporter. For HTTP a base URL gets the `/v1/traces` path appended,
+    as the OTEL_EXPORTER_OTLP_ENDPOINT rules do; a URL with a path is used as given."""
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        parts = urlsplit(endpoint)
+        return GrpcExporter(
+            endpoint=parts.netloc or endpoint, insecure=parts.scheme != "https", timeout=timeout_s
+        )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    if urlsplit(endpoint).path in ("", "/"):
+        endpoint = endpoint.rstrip("/") + "/v1/traces"
+    return HttpExporter(endpoint=endpoint, timeout=timeout_s)

@@ -1,0 +1,134 @@
+"""Generation spans: wrap any `ChatModel` so each call becomes a `chat {model}` span.
+
+The model measures; this module records. After the call returns, its `Generation` record becomes
+the span's GenAI and `agenttrace.spec.*` attributes, a `prefill` child span, and per speculation
+round either a `speculate.round` event (default detail) or `speculate.draft` / `speculate.verify`
+child spans (detail `fine`), all at the times the model read from the shared clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from opentelemetry.trace import Span, SpanKind
+from opentelemetry.util.types import AttributeValue
+
+from agenttrace import semconv as sc
+from agenttrace.chat import CancelToken, ChatModel, Generation, GenerationParams, Message, summarize_rounds
+from agenttrace.telemetry.spans import child_span
+
+if TYPE_CHECKING:
+    from agenttrace.telemetry.setup import Telemetry
+
+
+def request_attributes(model: ChatModel, params: GenerationParams) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {
+        sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
+        sc.GEN_AI_PROVIDER_NAME: model.provider_name,
+        sc.GEN_AI_REQUEST_MODEL: model.model_name,
+        sc.GEN_AI_REQUEST_MAX_TOKENS: params.max_tokens,
+        sc.GEN_AI_REQUEST_TEMPERATURE: params.temperature,
+    }
+    if params.top_p < 1.0:
+        attrs[sc.GEN_AI_REQUEST_TOP_P] = params.top_p
+    if params.seed is not None:
+        attrs[sc.GEN_AI_REQUEST_SEED] = params.seed
+    return attrs
+
+
+def generation_attributes(gen: Generation) -> dict[str, AttributeValue]:
+    """The response-side attributes of a generation span (SPANS.md)."""
+    attrs: dict[str, AttributeValue] = {
+        sc.GEN_AI_USAGE_INPUT_TOKENS: gen.input_tokens,
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS: gen.output_tokens,
+        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: gen.cached_input_tokens,
+        sc.GEN_AI_RESPONSE_FINISH_REASONS: (gen.finish_reason,),
+        sc.SPEC_METHOD: gen.method,
+        sc.SPEC_NUM_SPECULATIVE_TOKENS: gen.num_speculative_tokens,
+        sc.SPEC_PREFILL_S: (gen.prefill_end_ns - gen.prefill_start_ns) / 1e9,
+        sc.SPEC_TOKENS_PER_S: gen.tokens_per_s,
+        sc.SPEC_FALLBACK: gen.fallback_reason is not None,
+    }
+    if gen.first_token_ns is not None:
+        attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (gen.first_token_ns - gen.start_ns) / 1e9
+    if gen.fallback_reason is not None:
+        attrs[sc.SPEC_FALLBACK_REASON] = gen.fallback_reason
+    if gen.method != "none":
+        s = summarize_rounds(gen.rounds, gen.num_speculative_tokens)
+        attrs.update(
+            {
+                sc.SPEC_ROUNDS: s.rounds,
+                sc.SPEC_DRAFT_TOKENS: s.draft_tokens,
+                sc.SPEC_ACCEPTED_TOKENS: s.accepted_tokens,
+                sc.SPEC_ACCEPTANCE_RATE: s.acceptance_rate,
+                sc.SPEC_MEAN_ACCEPTANCE_LENGTH: s.mean_acceptance_length,
+                sc.SPEC_ACCEPTANCE_PER_POSITION: s.acceptance_per_position,
+                sc.SPEC_DRAFT_S: s.draft_s,
+                sc.SPEC_VERIFY_S: s.verify_s,
+            }
+        )
+    return attrs
+
+
+def record_generation(tel: Telemetry, span: Span, gen: Generation) -> None:
+    """Attributes, the prefill child and the speculation rounds of one generation."""
+    span.set_attributes(generation_attributes(gen))
+    child_span(
+        tel.tracer,
+        span,
+        sc.Segment.PREFILL,
+        sc.SPAN_PREFILL,
+        gen.prefill_start_ns,
+        gen.prefill_end_ns,
+        {sc.TOKENS: gen.prefill_tokens},
+    )
+    for r in gen.rounds:
+        if tel.detail == "fine":
+            child_span(
+                tel.tracer, span, sc.Segment.DRAFT, sc.SPAN_DRAFT, r.draft_start_ns, r.draft_end_ns,
+                {sc.SPEC_DRAFTED: r.drafted},
+            )
+            child_span(
+                tel.tracer, span, sc.Segment.VERIFY, sc.SPAN_VERIFY, r.verify_start_ns, r.verify_end_ns,
+                {sc.SPEC_VERIFIED: r.drafted + 1, sc.SPEC_ACCEPTED: r.accepted},
+            )
+        else:
+            span.add_event(
+                sc.EVENT_SPECULATE_ROUND,
+                {
+                    sc.ROUND_DRAFTED: r.drafted,
+                    sc.ROUND_ACCEPTED: r.accepted,
+                    sc.ROUND_DRAFT_S: r.draft_s,
+                    sc.ROUND_VERIFY_S: r.verify_s,
+                },
+                timestamp=r.verify_end_ns,
+            )
+
+
+class InstrumentedModel:
+    """A `ChatModel` that records each call of the wrapped model as a generation span."""
+
+    def __init__(self, inner: ChatModel, telemetry: Telemetry) -> None:
+        self.inner = inner
+        self.telemetry = telemetry
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    @property
+    def provider_name(self) -> str:
+        return self.inner.provider_name
+
+    def chat(
+        self, messages: Sequence[Message], params: GenerationParams, *, cancel: CancelToken | None = None
+    ) -> Generation:
+        tel = self.telemetry
+        # A model behind a network call is a CLIENT span (SPANS.md); in-process ones are INTERNAL.
+        kind = SpanKind.CLIENT if getattr(self.inner, "remote", False) else SpanKind.INTERNAL
+        name = sc.generation_span_name(self.inner.model_name)
+        with tel.span(sc.Segment.GENERATION, name, request_attributes(self.inner, params), kind=kind) as span:
+            gen = self.inner.chat(messages, params, cancel=cancel)
+            tel.guard("recording a generation", record_generation, tel, span, gen)
+            return gen

@@ -1,0 +1,157 @@
+"""`Telemetry`: one run's tracer provider, resource, exporters and failure counts."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, ParamSpec, TypeVar
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.trace import Span, SpanKind, Tracer
+from opentelemetry.util.types import AttributeValue
+
+from agenttrace import semconv as sc
+from agenttrace.clock import Clock, default_clock
+from agenttrace.telemetry.exporters import GuardedExporter, otlp_exporter, resolve_otlp_endpoint, trace_file_exporter
+from agenttrace.telemetry.guard import FailureCounter, guarded
+from agenttrace.telemetry.spans import open_span
+
+__all__ = ["Detail", "ExportSummary", "Telemetry"]
+
+_log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Detail = Literal["default", "fine"]
+INSTRUMENTATION_SCOPE = "agenttrace"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agenttrace")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What each exporter delivered, after `shutdown`."""
+
+    exported: dict[str, int]
+    failed: dict[str, int]
+    failures: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+class Telemetry:
+    """Spans for one run (or one bench arm): resource, exporters, clock and detail level.
+
+    trace_file: append OTLP/JSON lines there. otlp_endpoint: also export to a collector ("" for
+    Jaeger's default port; None reads OTEL_EXPORTER_OTLP_ENDPOINT). exporters: any more SDK
+    exporters (tests pass an in-memory one). synchronous: export each span as it ends (tests);
+    otherwise a background batch processor per exporter keeps export off the agent's path.
+    """
+
+    def __init__(
+        self,
+        *,
+        service_name: str = "agenttrace",
+        run_label: str | None = None,
+        run_id: str | None = None,
+        clock: Clock | None = None,
+        detail: Detail = "default",
+        trace_file: str | os.PathLike[str] | None = None,
+        otlp_endpoint: str | None = None,
+        otlp_protocol: str | None = None,
+        otlp_timeout_s: float = 5.0,
+        exporters: Sequence[SpanExporter] = (),
+        synchronous: bool = False,
+        resource_attributes: Mapping[str, AttributeValue] | None = None,
+    ) -> None:
+        self.clock = clock or default_clock()
+        self.detail: Detail = detail
+        self.run_id = run_id or uuid.uuid4().hex
+        self.run_label = run_label
+        self.trace_file = Path(trace_file) if trace_file is not None else None
+        self.failures = FailureCounter()
+
+        attrs: dict[str, AttributeValue] = {
+            sc.SERVICE_NAME: service_name,
+            sc.SERVICE_VERSION: _version(),
+            sc.HOST_NAME: socket.gethostname(),
+            sc.PROCESS_PID: os.getpid(),
+            sc.RUN_ID: self.run_id,
+        }
+        if run_label:
+            attrs[sc.RUN_LABEL] = run_label
+        attrs.update(resource_attributes or {})
+        self.provider = TracerProvider(resource=Resource.create(attrs))
+        self._exporters: list[GuardedExporter] = []
+        if self.trace_file is not None:
+            self._add(trace_file_exporter(self.trace_file), f"file {self.trace_file}", synchronous)
+        endpoint = resolve_otlp_endpoint(otlp_endpoint, otlp_protocol)
+        if endpoint is not None:
+            url, protocol = endpoint
+            self._add(otlp_exporter(url, protocol, timeout_s=otlp_timeout_s), f"OTLP {protocol} {url}", synchronous)
+        for i, exporter in enumerate(exporters):
+            self._add(exporter, f"{type(exporter).__name__}#{i}", synchronous)
+        self.tracer: Tracer = self.provider.get_tracer(INSTRUMENTATION_SCOPE, _version())
+
+    def _add(self, exporter: SpanExporter, name: str, synchronous: bool) -> None:
+        guarded_exporter = GuardedExporter(exporter, self.failures, name)
+        self._exporters.append(guarded_exporter)
+        # One processor per exporter: a slow or dead collector never delays the trace file.
+        processor = SimpleSpanProcessor if synchronous else BatchSpanProcessor
+        self.provider.add_span_processor(processor(guarded_exporter))
+
+    def span(
+        self,
+        segment: str,
+        name: str,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        *,
+        kind: SpanKind = SpanKind.INTERNAL,
+    ) -> AbstractContextManager[Span]:
+        """A span that is current inside the block, timed on this telemetry's clock."""
+        return open_span(self.tracer, self.clock, segment, name, attributes, kind=kind)
+
+    def guard(self, kind: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R | None:
+        """Run a recording step; a failure is counted, never raised into the agent."""
+        return guarded(self.failures, kind, fn, *args, **kwargs)
+
+    def flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.provider.force_flush(timeout_millis)
+
+    def shutdown(self) -> ExportSummary:
+        """Flush and close every exporter; returns what each delivered."""
+        self.provider.shutdown()
+        return self.summary()
+
+    def summary(self) -> ExportSummary:
+        return ExportSummary(
+            exported={e.name: e.spans_exported for e in self._exporters},
+            failed={e.name: e.spans_failed for e in self._exporters},
+            failures=self.failures.counts(),
+        )
+
+    def __enter__(self) -> Telemetry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def exporters(self) -> Iterator[GuardedExporter]:
+        return iter(self._exporters)

@@ -1,0 +1,33 @@
+"""Checking a tool call's arguments against the tool's JSON schema (jsonschema, Draft 2020-12)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agenttrace.errors import ArgumentsInvalid
+from agenttrace.tools import Tool
+
+__all__ = ["validate_arguments", "VALIDATOR_NAME"]
+
+VALIDATOR_NAME = "jsonschema"
+_MAX_REPORTED = 5  # the model needs the first few problems, not hundreds
+
+
+def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> None:
+    """Raise ArgumentsInvalid listing each schema violation as `path: message`."""
+    errors = sorted(tool.validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        described = [f"{_path(e.absolute_path)}: {_short(e.message)}" for e in errors[:_MAX_REPORTED]]
+        if len(errors) > _MAX_REPORTED:
+            described.append(f"and {len(errors) - _MAX_REPORTED} more")
+        raise ArgumentsInvalid(tool.name, described, count=len(errors))
+
+
+def _path(path: Any) -> str:
+    parts = [str(p) for p in path]
+    return "arguments." + ".".join(parts) if parts else "arguments"
+
+
+def _short(message: str, limit: int = 200) -> str:
+    # jsonschema quotes the offending value, which may be a megabyte string.
+    return message if len(message) <= limit else message[:limit] + "..."
