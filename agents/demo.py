@@ -30,6 +30,22 @@ from agents.function_calling import build_agent, tool_call_tasks
 ARMS = ("baseline", "speculative")
 
 
+@dataclass
+class DemoOutcome:
+    files: dict[str, Path]
+    results: dict[str, list[TaskResult]]
+    load_s: float
+    run_s: float
+
+    @property
+    def identical_outputs(self) -> bool:
+        """Every arm produced exactly the same texts as the first (true for greedy speculation)."""
+        arms = list(self.results)
+        return all(
+            _texts(a) == _texts(b) for arm in arms[1:] for a, b in zip(self.results[arm], self.results[arms[0]], strict=True)
+        )
+
+
 @dataclass(frozen=True)
 class DemoOptions:
     tasks: int = 12
@@ -55,7 +71,7 @@ def _texts(result: TaskResult) -> list[str]:
     return [a.text for s in result.steps for a in s.attempts]
 
 
-def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
+def run_demo(opts: DemoOptions, console: Console | None = None) -> DemoOutcome:
     console = console or make_console()
     t0 = time.perf_counter()
     console.print("Loading the bundled model (the first run converts it once, about 30 s)...")
@@ -107,7 +123,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> int:
     console.print(f"demo: {len(tasks)} tasks x {len(opts.arms)} arm(s) in {run_s:.1f} s (model load {load_s:.1f} s)")
     for arm, path in files.items():
         console.print(f"trace ({arm}): {path}")
-    return 0
+    return DemoOutcome(files, results, load_s, run_s)
 
 
 def _compare(arms: tuple[str, ...], files: dict[str, Path], results: dict[str, list[TaskResult]], console: Console) -> None:

@@ -25,7 +25,8 @@ def _demo(args: argparse.Namespace) -> int:
         detail=args.detail,
         show_tasks=not args.summary_only,
     )
-    return run_demo(opts)
+    run_demo(opts)
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:

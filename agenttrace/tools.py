@@ -75,10 +75,14 @@ def run_tool(tool: Tool, arguments: Mapping[str, Any], timeout_s: float | None =
     return outcome["value"]
 
 
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, (set, frozenset)) else str(value)
+
+
 def render_result(value: Any, limit: int = 2000) -> str:
     """A tool result as the text the model sees: JSON when possible, capped at `limit` chars."""
     try:
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=_jsonable)
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"

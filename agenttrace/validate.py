@@ -17,7 +17,7 @@ def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> None:
     """Raise ArgumentsInvalid listing each schema violation as `path: message`."""
     errors = sorted(tool.validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        described = [f"{_path(e.absolute_path)}: {_short(e.message)}" for e in errors[:_MAX_REPORTED]]
+        described = [f"{_path(e.absolute_path)}: {_short(e.message, e.instance)}" for e in errors[:_MAX_REPORTED]]
         if len(errors) > _MAX_REPORTED:
             described.append(f"and {len(errors) - _MAX_REPORTED} more")
         raise ArgumentsInvalid(tool.name, described, count=len(errors))
@@ -28,6 +28,10 @@ def _path(path: Any) -> str:
     return "arguments." + ".".join(parts) if parts else "arguments"
 
 
-def _short(message: str, limit: int = 200) -> str:
-    # jsonschema quotes the offending value, which may be a megabyte string.
-    return message if len(message) <= limit else message[:limit] + "..."
+def _short(message: str, instance: Any, limit: int = 60) -> str:
+    # jsonschema quotes the offending value, which may be a megabyte string: shorten the quote,
+    # keep what is wrong with it ("... is too long").
+    quoted = repr(instance)
+    if len(quoted) > limit and quoted in message:
+        message = message.replace(quoted, quoted[: limit - 5] + "...", 1)
+    return message if len(message) <= 4 * limit else message[: 4 * limit] + "..."

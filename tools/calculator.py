@@ -103,7 +103,7 @@ calculator = Tool(
     description="Evaluate an arithmetic expression.",
     parameters={
         "type": "object",
-        "properties": {"expression": {"type": "string", "description": "e.g. (12 + 3) * 4"}},
+        "properties": {"expression": {"type": "string", "maxLength": MAX_EXPRESSION_CHARS}},
         "required": ["expression"],
         "additionalProperties": False,
     },

@@ -74,13 +74,10 @@ class LocalChatModel:
 
     def complete_ids(
         self, prompt_ids: list[int], params: GenerationParams, *, cancel: CancelToken | None = None
-    ) -> Generation:
-        """Generate after already-tokenized input (benchmarks use this directly)."""
-        return self._run(prompt_ids, params, cancel, self.clock.now_ns())[0]
-
-    def generate_ids(self, prompt_ids: list[int], params: GenerationParams) -> list[int]:
-        """Just the generated token ids, EOS included (for equivalence tests)."""
-        return self._run(prompt_ids, params, None, self.clock.now_ns())[1]
+    ) -> tuple[Generation, list[int]]:
+        """Generate after already-tokenized input: the record and the generated ids (EOS
+        included), for benchmarks and equivalence tests."""
+        return self._run(prompt_ids, params, cancel, self.clock.now_ns())
 
     def _run(
         self, prompt_ids: list[int], params: GenerationParams, cancel: CancelToken | None, start: int

@@ -86,14 +86,11 @@ def resolve_otlp_endpoint(endpoint: str | None, protocol: str | None) -> tuple[s
     )
     if protocol not in ("http/protobuf", "grpc"):
         raise ValueError(f"unsupported OTLP protocol {protocol!r}: use 'http/protobuf' or 'grpc'")
-    endpoint = (
-        endpoint
-        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    )
     if endpoint is None:
-        return None
-    if endpoint == "":  # a bare flag: Jaeger's default port for the protocol
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        if not endpoint:
+            return None
+    elif endpoint == "":  # a bare flag: Jaeger's default port for the protocol
         endpoint = DEFAULT_GRPC_ENDPOINT if protocol == "grpc" else DEFAULT_HTTP_ENDPOINT
     return endpoint, protocol
 

