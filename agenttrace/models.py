@@ -136,7 +136,9 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # per-tensor bars would bury the demo's own output
     converted = False
     if name_or_path in (None, "bundled", BUNDLED_MODEL_NAME):
         cached = cache_dir() / "models" / BUNDLED_MODEL_NAME

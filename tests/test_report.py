@@ -156,3 +156,16 @@ def test_the_report_path_never_imports_torch(tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_committed_samples_report_without_the_model():
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parents[1] / "traces" / "samples"
+    report = report_from_files([str(samples)])
+    assert report.problems == []
+    labels = {t.run_label for t in report.tasks}
+    assert labels == {"baseline", "speculative"}
+    for task in report.tasks:
+        for step in task.steps:
+            assert step.segments.total() == pytest.approx(step.wall_s, abs=1e-6)
