@@ -1,0 +1,47 @@
+"""`agenttrace demo`: the reference agent on the bundled model (the README's main job)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    demo = sub.add_parser("demo", help="run the reference agent on the bundled model, write a trace, print the report")
+    demo.add_argument("--tasks", type=int, default=12, help="how many tasks of the task set to run (default 12)")
+    demo.add_argument(
+        "--arms", default="speculative",
+        help="comma-separated: baseline (plain decoding), speculative (prompt lookup); "
+        "several arms run interleaved and are compared (default speculative)",
+    )
+    demo.add_argument("-k", type=int, default=3, help="draft tokens per speculation round (default 3)")
+    demo.add_argument("--trace-dir", default="traces", help="where trace files go (default traces/)")
+    demo.add_argument(
+        "--otlp", nargs="?", const="", default=None, metavar="URL",
+        help="also export over OTLP (default http://localhost:4318; OTEL_EXPORTER_OTLP_* apply)",
+    )
+    demo.add_argument("--detail", choices=("default", "fine"), default="default",
+                      help="fine: draft/verify spans per round instead of span events")
+    demo.add_argument("--summary-only", action="store_true", help="print only the run summary")
+    demo.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agents.demo import ARMS, DemoOptions, run_demo
+
+    arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise SystemExit(f"agenttrace demo: unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARMS)}")
+    run_demo(
+        DemoOptions(
+            tasks=args.tasks,
+            arms=arms,
+            num_speculative_tokens=args.k,
+            trace_dir=Path(args.trace_dir),
+            otlp_endpoint=args.otlp,
+            detail=args.detail,
+            show_tasks=not args.summary_only,
+        )
+    )
+    return 0
