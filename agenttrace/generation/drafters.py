@@ -3,6 +3,15 @@
 A drafter sees the whole token context (prompt and everything generated so far) each round, so a
 stateful drafter (one with its own KV cache) keeps itself in step by comparing with what it saw
 last time; the loop never has to tell it what was accepted.
+
+    PromptLookupDrafter   copies what followed an earlier occurrence of the last n-gram (here)
+    DraftModelDrafter     a smaller causal LM with the target's tokenizer (draft_model.py)
+    early_exit_drafter    the target's own first N layers, norm and head (draft_model.py)
+
+A learned feature head (EAGLE-style) drafts from the target's hidden states instead of tokens.
+It fits this interface as a drafter whose `propose` reads state it was given by the loop: the
+place to add it is a `method = "eagle"` drafter plus a loop option to request
+`output_hidden_states` on verify passes and hand the last accepted position's hidden state over.
 """
 
 from __future__ import annotations
@@ -40,40 +49,65 @@ class Drafter(Protocol):
         ...
 
 
-def prompt_lookup(context: Sequence[int], k: int, max_ngram: int = 3, min_ngram: int = 1) -> list[int]:
-    """Up to `k` tokens that followed the most recent earlier occurrence of the context's last
-    n-gram, trying the longest n first (Saxena's prompt lookup decoding).
+def longest_suffix_match(context: Sequence[int], max_ngram: int) -> tuple[int, int]:
+    """(n, end): the longest n <= max_ngram such that the context's last n tokens also occur
+    earlier, ending at index `end` (exclusive) with at least one token after them. The most recent
+    occurrence wins a tie: recent turns (the last observation, the retry message) are the likeliest
+    to be copied. (0, 0) when even the last token never occurred before."""
+    last = context[-1]
+    best_n, best_end = 0, 0
+    for j in range(len(context) - 2, -1, -1):  # j: candidate position of the last token
+        if context[j] != last:
+            continue
+        n = 1
+        while n < max_ngram and j - n >= 0 and context[j - n] == context[-1 - n]:
+            n += 1
+        if n > best_n:
+            best_n, best_end = n, j + 1
+            if n == max_ngram:
+                break
+    return best_n, best_end
 
-    Tool calls copy names, keys and values from the prompt, so the tokens after an earlier match
-    are often exactly what comes next. The most recent match wins because recent turns (the last
-    observation, the retry message) are the likeliest to be copied.
+
+def prompt_lookup(
+    context: Sequence[int], k: int, max_ngram: int = 8, min_ngram: int = 2, tokens_per_match: int = 2
+) -> list[int]:
+    """Up to `k` tokens that followed the latest earlier occurrence of the longest suffix of the
+    context (prompt lookup decoding, Saxena 2023), drafting more the longer the match.
+
+    Why scale by the match: measured on the bundled model's tool calls, a 1-token match was
+    followed by the right next token 19-53% of the time, an 8-token match 87-89% of the time with
+    copied runs of 5-7 tokens. Verifying even one draft token costs a ~1.6x wider forward pass on
+    a CPU, so weak matches are not drafted at all (`min_ngram`) and a match of n tokens drafts at
+    most `tokens_per_match * n`.
     """
-    n_ctx = len(context)
-    for n in range(min(max_ngram, n_ctx - 1), min_ngram - 1, -1):
-        tail = list(context[n_ctx - n :])
-        first = tail[0]
-        # Scan candidate starts from the right; a match must leave at least one token after it.
-        for start in range(n_ctx - n - 1, -1, -1):
-            if context[start] == first and list(context[start : start + n]) == tail:
-                follow = list(context[start + n : start + n + k])
-                if follow:
-                    return follow
-    return []
+    if len(context) < 2 or k <= 0:
+        return []
+    n, end = longest_suffix_match(context, max_ngram)
+    if n < min_ngram:
+        return []
+    return list(context[end : end + min(k, tokens_per_match * n)])
 
 
 class PromptLookupDrafter:
-    """Drafts by copying from the context (no model, no state): `prompt_lookup` each round."""
+    """Drafts by copying from the context (no model, no state): `prompt_lookup` each round.
+
+    min_ngram / max_ngram: the shortest suffix match worth drafting from, and the longest looked
+    for; tokens_per_match: draft at most this many tokens per matched token."""
 
     method = "prompt_lookup"
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+    def __init__(self, max_ngram: int = 8, min_ngram: int = 2, tokens_per_match: int = 2) -> None:
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+        if tokens_per_match < 1:
+            raise ValueError(f"tokens_per_match must be at least 1, got {tokens_per_match}")
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
+        self.tokens_per_match = tokens_per_match
 
     def propose(self, context: Sequence[int], k: int, params: GenerationParams) -> Draft:
-        return Draft(prompt_lookup(context, k, self.max_ngram, self.min_ngram))
+        return Draft(prompt_lookup(context, k, self.max_ngram, self.min_ngram, self.tokens_per_match))
 
     def reset(self) -> None:
         pass

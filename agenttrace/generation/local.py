@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import torch
@@ -9,8 +10,10 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agenttrace.chat import CancelToken, Generation, GenerationParams, Message
 from agenttrace.clock import Clock, MonotonicClock, default_clock
+from agenttrace.generation.adaptive import KController
 from agenttrace.generation.drafters import Drafter
-from agenttrace.generation.loop import StopCriteria, generate
+from agenttrace.generation.loop import Decoded, StopCriteria, generate
+from agenttrace.generation.prefix_cache import PrefixCache
 
 
 def device_clock(device: torch.device, base: MonotonicClock | None = None) -> MonotonicClock:
@@ -25,8 +28,11 @@ def device_clock(device: torch.device, base: MonotonicClock | None = None) -> Mo
 class LocalChatModel:
     """Generates with our own loop (plain or speculative) over `model`.
 
-    `drafter=None` decodes one token per forward pass; with a drafter, each round drafts up to
-    `num_speculative_tokens` tokens and verifies them in one pass.
+    drafter: None decodes one token per forward pass; with a drafter each round drafts up to
+    `num_speculative_tokens` tokens and verifies them in one pass. adaptive: choose k per round
+    from the measured acceptance and costs (else always the maximum). fallback: stop speculating
+    within a call once it is measured not to pay. prefix_cache: reuse the KV cache of earlier
+    calls for their longest common prefix (True for a default-sized one).
     """
 
     provider_name = "transformers"
@@ -39,6 +45,9 @@ class LocalChatModel:
         name: str | None = None,
         drafter: Drafter | None = None,
         num_speculative_tokens: int = 3,
+        adaptive: bool = False,
+        fallback: bool = True,
+        prefix_cache: PrefixCache | bool = False,
         clock: Clock | None = None,
     ) -> None:
         self.model = model
@@ -46,6 +55,17 @@ class LocalChatModel:
         self._name = name or getattr(model.config, "_name_or_path", None) or type(model).__name__
         self.drafter = drafter
         self.num_speculative_tokens = num_speculative_tokens if drafter is not None else 0
+        self.controller = (
+            KController(
+                self.num_speculative_tokens,
+                adaptive=adaptive,
+                fallback_below=0.95 if fallback else 0.0,
+            )
+            if drafter is not None
+            else None
+        )
+        # (an empty PrefixCache is falsy: test for the type, not truthiness)
+        self.prefix_cache = prefix_cache if isinstance(prefix_cache, PrefixCache) else (PrefixCache() if prefix_cache else None)
         self.clock = clock or device_clock(model.device)
         eos = {tokenizer.eos_token_id, *_as_list(getattr(model.generation_config, "eos_token_id", None))}
         self._eos = frozenset(t for t in eos if t is not None)
@@ -53,6 +73,10 @@ class LocalChatModel:
     @property
     def model_name(self) -> str:
         return self._name
+
+    @property
+    def method(self) -> str:
+        return self.drafter.method if self.drafter is not None else "none"
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         """Prompt token ids: the tokenizer's chat template with the assistant turn opened."""
@@ -72,16 +96,28 @@ class LocalChatModel:
         start = self.clock.now_ns()
         return self._run(self.encode_chat(messages), params, cancel, start)[0]
 
+    async def achat(self, messages: Sequence[Message], params: GenerationParams) -> Generation:
+        """`chat` on a worker thread; cancelling the awaiting task stops generation within one
+        round (the worker sees the cancel token between rounds) and releases its caches."""
+        cancel = CancelToken()
+        worker = asyncio.ensure_future(asyncio.to_thread(self.chat, messages, params, cancel=cancel))
+        try:
+            return await asyncio.shield(worker)
+        except asyncio.CancelledError:
+            cancel.cancel()
+            await asyncio.wait([worker])
+            raise
+
     def complete_ids(
         self, prompt_ids: list[int], params: GenerationParams, *, cancel: CancelToken | None = None
-    ) -> tuple[Generation, list[int]]:
-        """Generate after already-tokenized input: the record and the generated ids (EOS
-        included), for benchmarks and equivalence tests."""
+    ) -> tuple[Generation, Decoded]:
+        """Generate after already-tokenized input: the record, and the loop's own output (the
+        generated ids, EOS included, and decode timings), for benchmarks and equivalence tests."""
         return self._run(prompt_ids, params, cancel, self.clock.now_ns())
 
     def _run(
         self, prompt_ids: list[int], params: GenerationParams, cancel: CancelToken | None, start: int
-    ) -> tuple[Generation, list[int]]:
+    ) -> tuple[Generation, Decoded]:
         stop = StopCriteria(self._eos, params.max_tokens, params.stop, self.decode)
         out = generate(
             self.model,
@@ -91,13 +127,15 @@ class LocalChatModel:
             self.clock,
             drafter=self.drafter,
             num_speculative_tokens=self.num_speculative_tokens,
+            controller=self.controller,
+            prefix_cache=self.prefix_cache,
             cancel=cancel,
         )
         text = self.decode(out.tokens)
         for s in params.stop:
             if s in text:
                 text = text[: text.index(s)]
-        return Generation(
+        gen = Generation(
             text=text,
             input_tokens=len(prompt_ids),
             output_tokens=len(out.tokens),
@@ -107,11 +145,13 @@ class LocalChatModel:
             prefill_start_ns=out.prefill_start_ns,
             prefill_end_ns=out.prefill_end_ns,
             first_token_ns=out.first_token_ns,
-            method=self.drafter.method if self.drafter is not None else "none",
+            cached_input_tokens=out.cached_tokens,
+            method=self.method,
             num_speculative_tokens=self.num_speculative_tokens,
             rounds=tuple(out.rounds),
             fallback_reason=out.fallback_reason,
-        ), out.tokens
+        )
+        return gen, out
 
 
 def _as_list(value: int | list[int] | None) -> list[int]:

@@ -3,7 +3,7 @@ a stop string or the token budget; with the timings the telemetry layer turns in
 
 Per round, with a drafter: draft up to k tokens, score (pending token + draft) in one target
 forward pass, keep the verified prefix plus the target's own next token, crop the cache back.
-Without a draft (no drafter, nothing proposed, or fallback) a round is one plain decode step.
+Without a draft (no drafter, nothing proposed, or after a fallback) a round is one plain step.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from agenttrace.chat import CancelToken, GenerationParams, SpecRound
 from agenttrace.clock import Clock
 from agenttrace.errors import GenerationCancelled
 from agenttrace.generation import kv, sampling
-from agenttrace.generation.drafters import Drafter
+from agenttrace.generation.adaptive import KController
+from agenttrace.generation.drafters import Draft, Drafter
+from agenttrace.generation.prefix_cache import PrefixCache
 from agenttrace.generation.verify import verify_greedy, verify_sampled
 
 _log = logging.getLogger(__name__)
@@ -47,9 +49,15 @@ class Decoded:
     first_token_ns: int
     end_ns: int
     prompt_tokens: int
+    cached_tokens: int = 0  # prompt tokens taken from the prefix cache, not prefilled
     rounds: list[SpecRound] = field(default_factory=list)
     fallback_reason: str | None = None
     forward_passes: int = 0  # target forwards after prefill (verify rounds + plain steps)
+
+    @property
+    def decode_s(self) -> float:
+        """Time after the first token: what speculation speeds up."""
+        return (self.end_ns - self.first_token_ns) / 1e9
 
 
 def _first_stop(tokens: list[int], checked: int, stop: StopCriteria) -> tuple[int, str] | None:
@@ -76,6 +84,26 @@ def _first_stop(tokens: list[int], checked: int, stop: StopCriteria) -> tuple[in
     return cut
 
 
+def _fit_vocab(q: torch.Tensor, vocab: int) -> torch.Tensor:
+    """A drafter's q over the target's vocabulary (draft heads are sometimes padded differently;
+    tokens outside the target's vocabulary get no mass, which rejection then corrects)."""
+    if q.shape[-1] == vocab:
+        return q
+    if q.shape[-1] > vocab:
+        q = q[..., :vocab]
+        return q / q.sum(-1, keepdim=True).clamp_min(1e-30)
+    return torch.nn.functional.pad(q, (0, vocab - q.shape[-1]))
+
+
+def _propose(drafter: Drafter, context: list[int], k: int, params: GenerationParams) -> tuple[Draft | None, str | None]:
+    try:
+        draft = drafter.propose(context, k, params)
+    except Exception as exc:  # a broken drafter must not cost the answer: decode plainly instead
+        _log.warning("drafter %s failed, decoding without it: %r", drafter.method, exc)
+        return None, f"drafter_error: {type(exc).__name__}"
+    return Draft(draft.tokens[:k], draft.probs[:k] if draft.probs is not None else None), None
+
+
 def generate(
     model: PreTrainedModel,
     prompt_ids: list[int],
@@ -85,74 +113,98 @@ def generate(
     *,
     drafter: Drafter | None = None,
     num_speculative_tokens: int = 0,
+    controller: KController | None = None,
+    prefix_cache: PrefixCache | None = None,
     cancel: CancelToken | None = None,
 ) -> Decoded:
-    """Generate after `prompt_ids`. Greedy output is identical with and without a drafter."""
+    """Generate after `prompt_ids`. Greedy output is identical with and without a drafter and
+    with and without a prefix cache; sampled output has the same distribution.
+
+    With a `controller`, k is chosen per round (at most `num_speculative_tokens`) and speculation
+    stops for the rest of the call once it is measured not to pay. Raises GenerationCancelled
+    within one round of `cancel` being set; the KV cache is released either way.
+    """
     start = clock.now_ns()
     rng = sampling.make_generator(params, model.device)
-    cache = kv.new_cache(model)
+    speculating = drafter is not None and num_speculative_tokens > 0
+    if speculating and controller is None:
+        controller = KController(num_speculative_tokens, adaptive=False)
+    if controller is not None:
+        controller.start_generation()
     fallback: str | None = None
-    if drafter is not None:
-        drafter.reset()
-
-    with torch.inference_mode():
-        prefill_start = clock.now_ns()
-        logits = kv.forward(model, prompt_ids, cache, last_only=True)  # [1, V]
-        out = [sampling.choose(logits[-1], params, rng)]
-        prefill_end = first_token = clock.now_ns()
-
-        rounds: list[SpecRound] = []
-        passes = 0
-        result = _first_stop(out, 0, stop)
-        while result is None:
-            if cancel is not None and cancel.cancelled:
-                raise GenerationCancelled(f"generation cancelled after {len(out)} tokens")
-            checked = len(out)
-            # Cache invariant: it holds prompt + out[:-1]; out[-1] is pending.
-            base = len(prompt_ids) + len(out) - 1
-            k = min(num_speculative_tokens, stop.max_tokens - len(out) - 1)
-            draft_tokens: list[int] = []
-            if drafter is not None and fallback is None and k > 0:
-                draft_start = clock.now_ns()
-                try:
-                    draft = drafter.propose(prompt_ids + out, k, params)
-                    draft_tokens = draft.tokens[:k]
-                except Exception as exc:  # a broken drafter must not cost the answer
-                    _log.warning("drafter %s failed, decoding without it: %r", drafter.method, exc)
-                    fallback = f"drafter_error: {type(exc).__name__}"
-                draft_end = clock.now_ns()
-
-            if draft_tokens:
-                verify_start = draft_end
-                logits = kv.forward(model, [out[-1], *draft_tokens], cache)  # [k+1, V]
-                if params.greedy:
-                    accepted, nxt = verify_greedy(draft_tokens, logits)
-                else:
-                    q = draft.probs[: len(draft_tokens)] if draft.probs is not None else None
-                    accepted, nxt = verify_sampled(draft_tokens, q, sampling.probabilities(logits, params), rng)
-                kv.crop(cache, base + 1 + accepted)
-                out += draft_tokens[:accepted] + [nxt]
-                rounds.append(
-                    SpecRound(draft_start, draft_end, verify_start, clock.now_ns(), len(draft_tokens), accepted)
-                )
+    cache = None
+    finished = False
+    try:
+        with torch.inference_mode():
+            prefill_start = clock.now_ns()
+            if prefix_cache is not None:
+                cache, cached = prefix_cache.take(model, prompt_ids)
             else:
-                logits = kv.forward(model, [out[-1]], cache)  # [1, V]
-                out.append(sampling.choose(logits[-1], params, rng))
-            passes += 1
-            result = _first_stop(out, checked, stop)
+                cache, cached = kv.new_cache(model), 0
+            logits = kv.forward(model, prompt_ids[cached:], cache, last_only=True)  # [1, V]
+            out = [sampling.choose(logits[-1], params, rng)]
+            prefill_end = first_token = clock.now_ns()
 
-    keep, reason = result
-    del cache  # release the KV memory before returning, not at the next GC
-    return Decoded(
-        tokens=out[:keep],
-        finish_reason=reason,
-        start_ns=start,
-        prefill_start_ns=prefill_start,
-        prefill_end_ns=prefill_end,
-        first_token_ns=first_token,
-        end_ns=clock.now_ns(),
-        prompt_tokens=len(prompt_ids),
-        rounds=rounds,
-        fallback_reason=fallback,
-        forward_passes=passes,
-    )
+            rounds: list[SpecRound] = []
+            passes = 0
+            result = _first_stop(out, 0, stop)
+            while result is None:
+                if cancel is not None and cancel.cancelled:
+                    raise GenerationCancelled(f"generation cancelled after {len(out)} tokens")
+                checked = len(out)
+                # Cache invariant: it holds prompt + out[:-1]; out[-1] is pending.
+                base = len(prompt_ids) + len(out) - 1
+                draft: Draft | None = None
+                if speculating and fallback is None:
+                    k = min(controller.next_k(), stop.max_tokens - len(out) - 1)  # type: ignore[union-attr]
+                    if k > 0:
+                        draft_start = clock.now_ns()
+                        draft, fallback = _propose(drafter, prompt_ids + out, k, params)  # type: ignore[arg-type]
+                        draft_end = clock.now_ns()
+
+                if draft is not None and draft.tokens:
+                    n = len(draft.tokens)
+                    logits = kv.forward(model, [out[-1], *draft.tokens], cache)  # [n+1, V]
+                    if params.greedy:
+                        accepted, nxt = verify_greedy(draft.tokens, logits)
+                    else:
+                        q = _fit_vocab(draft.probs, logits.shape[-1]) if draft.probs is not None else None
+                        accepted, nxt = verify_sampled(draft.tokens, q, sampling.probabilities(logits, params), rng)
+                    kv.crop(cache, base + 1 + accepted)
+                    out += draft.tokens[:accepted] + [nxt]
+                    rnd = SpecRound(draft_start, draft_end, draft_end, clock.now_ns(), n, accepted)
+                    rounds.append(rnd)
+                    controller.record_round(n, accepted, rnd.draft_s, rnd.verify_s)  # type: ignore[union-attr]
+                    fallback = fallback or controller.fallback_reason()  # type: ignore[union-attr]
+                else:
+                    step_start = clock.now_ns()
+                    logits = kv.forward(model, [out[-1]], cache)  # [1, V]
+                    out.append(sampling.choose(logits[-1], params, rng))
+                    if controller is not None:
+                        controller.record_plain_step((clock.now_ns() - step_start) / 1e9)
+                passes += 1
+                result = _first_stop(out, checked, stop)
+
+        keep, reason = result
+        if prefix_cache is not None:
+            prefix_cache.put(prompt_ids + out, cache)
+        finished = True
+        return Decoded(
+            tokens=out[:keep],
+            finish_reason=reason,
+            start_ns=start,
+            prefill_start_ns=prefill_start,
+            prefill_end_ns=prefill_end,
+            first_token_ns=first_token,
+            end_ns=clock.now_ns(),
+            prompt_tokens=len(prompt_ids),
+            cached_tokens=cached,
+            rounds=rounds,
+            fallback_reason=fallback,
+            forward_passes=passes,
+        )
+    finally:
+        # Release the KV memory now, not whenever a traceback holding this frame is dropped.
+        cache = None
+        if not finished and drafter is not None:
+            drafter.reset()

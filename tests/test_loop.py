@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from agenttrace import CancelToken, FakeClock, GenerationCancelled, GenerationParams, Message
-from agenttrace.generation.drafters import Draft, PromptLookupDrafter, prompt_lookup
+from agenttrace.generation.drafters import Draft, PromptLookupDrafter, longest_suffix_match, prompt_lookup
 from agenttrace.generation.loop import StopCriteria, generate
 
 GREEDY = GenerationParams(max_tokens=40)
@@ -28,12 +28,17 @@ def run(model, prompt, params=GREEDY, drafter=None, k=0, stop=None, cancel=None)
     return generate(model, prompt, params, stop, FakeClock(), drafter=drafter, num_speculative_tokens=k, cancel=cancel)
 
 
-def test_prompt_lookup_copies_what_followed_the_latest_match():
+def test_prompt_lookup_copies_what_followed_the_longest_latest_match():
     ctx = [1, 2, 3, 9, 9, 1, 2, 3, 7, 8, 4, 1, 2, 3]
     assert prompt_lookup(ctx, k=2) == [7, 8]  # the most recent "1 2 3" is followed by 7 8
-    assert prompt_lookup(ctx, k=5, max_ngram=3) == [7, 8, 4, 1, 2]
+    assert prompt_lookup(ctx, k=5) == [7, 8, 4, 1, 2]
+    assert prompt_lookup(ctx, k=10, tokens_per_match=1) == [7, 8, 4]  # a 3-token match drafts 3
+    assert longest_suffix_match(ctx, 8) == (3, 8)
+    # the longer match wins over a more recent shorter one
+    assert prompt_lookup([5, 6, 7, 1, 0, 7, 2, 5, 6, 7], k=1) == [1]
     assert prompt_lookup([1, 2, 3, 4], k=3) == []  # nothing repeats
-    assert prompt_lookup([5, 6, 5], k=3, max_ngram=2) == [6, 5]  # falls back to a 1-gram
+    assert prompt_lookup([5, 6, 5], k=3) == []  # a 1-token match is too weak by default
+    assert prompt_lookup([5, 6, 5], k=3, min_ngram=1) == [6, 5]
     assert prompt_lookup([5], k=3) == []
     with pytest.raises(ValueError):
         PromptLookupDrafter(max_ngram=1, min_ngram=2)
@@ -142,7 +147,7 @@ def test_speculative_greedy_matches_plain_greedy_on_the_bundled_model(bundled):
         ids = plain.encode_chat([Message("system", 'Reply with JSON like {"tool": "weather", "arguments": {"city": "Rome"}}.'), Message("user", text)])
         _, a = plain.complete_ids(ids, params)
         gen, b = spec.complete_ids(ids, params)
-        assert a == b, text
+        assert a.tokens == b.tokens, text
         accepted += sum(r.accepted for r in gen.rounds)
     assert accepted > 0
 

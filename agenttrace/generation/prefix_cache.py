@@ -1,0 +1,96 @@
+"""Reusing the KV cache of earlier calls: an agent re-sends the same system prompt, tool schemas,
+examples and history at every step and every retry, and prefilling them again is most of a short
+tool call's latency. Like vLLM's automatic prefix caching or SGLang's radix cache, but for one
+process: keep the caches of recent calls and start each call from the longest common prefix.
+
+Entries hold the per-layer key/value tensors of a finished call. A new call gets a fresh cache
+built from slices of the best entry, so the stored tensors are never modified (transformers'
+dynamic cache grows by concatenation, which allocates): two calls may share one prefix safely.
+Memory is bounded in bytes; the least recently used entries go first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+from transformers.cache_utils import DynamicLayer
+
+from agenttrace.generation import kv
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Entry:
+    tokens: tuple[int, ...]
+    layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values): [1, heads, len, dim]
+    nbytes: int
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class PrefixCache:
+    """Longest-common-prefix reuse of earlier calls' KV caches, within `max_bytes`."""
+
+    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self._entries: list[_Entry] = []  # most recently used last
+        self.hits = 0
+        self.reused_tokens = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(e.nbytes for e in self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def take(self, model: PreTrainedModel, prompt: Sequence[int]) -> tuple[DynamicCache, int]:
+        """A cache holding the longest cached prefix of `prompt` (never all of it: the last prompt
+        token must be run to get the next token's logits), and that prefix's length."""
+        best, length = None, 0
+        for entry in self._entries:
+            n = _common_prefix(entry.tokens, prompt)
+            if n > length:
+                best, length = entry, n
+        length = min(length, len(prompt) - 1)
+        if best is None or length <= 0:
+            return kv.new_cache(model), 0
+        self._entries.remove(best)
+        self._entries.append(best)  # most recently used
+        self.hits += 1
+        self.reused_tokens += length
+        data = [(k[:, :, :length], v[:, :, :length]) for k, v in best.layers]
+        return DynamicCache(ddp_cache_data=data, config=model.config), length
+
+    def put(self, tokens: Sequence[int], cache: DynamicCache) -> None:
+        """Keep `cache`, which holds the KV entries of `tokens` (prompt and generated text)."""
+        if not all(type(layer) is DynamicLayer and layer.is_initialized for layer in cache.layers):
+            # Sliding-window or hybrid layers keep only part of the sequence: a prefix cut from
+            # them would be wrong, so such models run without prefix reuse.
+            _log.debug("prefix cache skipped: the cache has non-dynamic layers")
+            return
+        length = kv.cached_length(cache)
+        tokens = tuple(tokens[:length])
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        nbytes = sum(k.nbytes + v.nbytes for k, v in layers)
+        if nbytes > self.max_bytes:
+            return
+        # An entry that is a prefix of the new one is covered by it.
+        self._entries = [e for e in self._entries if _common_prefix(e.tokens, tokens) < len(e.tokens)]
+        self._entries.append(_Entry(tokens, layers, nbytes))
+        while self.nbytes > self.max_bytes:
+            self._entries.pop(0)
