@@ -298,3 +298,36 @@ class Report(BaseModel):
     tasks: list[TaskFigures]
     by_label: list[RunFigures] = Field(default_factory=list, description="the run figures per agenttrace.run.label")
     whatif: list[WhatIf] = Field(default_factory=list, description="speculation what-if per label and drafter")
+
+
+class FigureComparison(BaseModel):
+    """One figure of two runs: median(b) / median(a) with its bootstrap interval and verdict."""
+
+    figure: str
+    unit: str
+    better: str = Field(description="'lower' or 'higher': which direction is a gain")
+    n_a: int
+    n_b: int
+    median_a: float | None
+    median_b: float | None
+    ratio: float | None = Field(description="median(b) / median(a)")
+    low: float | None = Field(description="lower end of the bootstrap interval of the ratio")
+    high: float | None
+    verdict: str = Field(description="gain, regression, noise (the interval contains 1.0) or n/a (no ratio)")
+
+
+class Comparison(BaseModel):
+    """`agenttrace compare A B`: B against A, figure by figure."""
+
+    schema_version: int = 1
+    a: str
+    b: str
+    a_sources: list[str]
+    b_sources: list[str]
+    seed: int
+    resamples: int
+    confidence: float
+    figures: list[FigureComparison]
+    a_run: RunFigures
+    b_run: RunFigures
+    problems: list[str] = Field(default_factory=list)

@@ -159,10 +159,14 @@ def sanitized_kids(
     tree: SpanTree, span: SpanRecord, lo: int, hi: int
 ) -> tuple[list[tuple[SpanRecord, int, int]], list[tuple[SpanRecord, int, int]]]:
     """The span's children as (child, start, end) sanitised against the span's interval [lo, hi]
-    (rule 2 above), split into blocking and non-blocking; children entirely outside are dropped."""
+    (rule 2 above), and the non-blocking children (rule 1), which are kept whole; blocking children
+    entirely outside the span are dropped."""
     blocking, other = [], []
     for c in tree.kids(span):
         s, e = c.start_ns, c.end_ns
+        if not is_blocking(c, span):
+            other.append((c, s, max(s, e)))  # not waited for: kept whole, whenever it ran
+            continue
         if s >= lo:
             if s >= hi:
                 continue
@@ -170,8 +174,7 @@ def sanitized_kids(
             continue
         else:
             s = lo
-        e = min(e, hi)
-        (blocking if is_blocking(c, span) else other).append((c, s, e))
+        blocking.append((c, s, min(e, hi)))
     return blocking, other
 
 
