@@ -38,11 +38,38 @@ MAX_WHOLE_FILE_BYTES = 256 * 1024 * 1024
 _intern = sys.intern
 
 
-@dataclass(slots=True)
 class EventRecord:
-    name: str
-    time_ns: int
-    attributes: dict[str, Any]
+    """A span event. Its attributes are kept as one flat tuple (key, value, key, value, ...): a
+    speculative generation carries one `speculate.round` event per round, and a dict per event
+    would double the memory of a large trace. `attributes` gives them as a dict; `get` reads one."""
+
+    __slots__ = ("_flat", "name", "time_ns")
+
+    def __init__(self, name: str, time_ns: int, attributes: dict[str, Any]) -> None:
+        self.name = name
+        self.time_ns = time_ns
+        flat: list[Any] = []
+        for kv in attributes.items():
+            flat += kv
+        self._flat = tuple(flat)
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        flat = self._flat
+        return dict(zip(flat[::2], flat[1::2], strict=True))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        flat = self._flat
+        for i in range(0, len(flat), 2):
+            if flat[i] == key:
+                return flat[i + 1]
+        return default
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EventRecord) and (self.name, self.time_ns, self._flat) == (other.name, other.time_ns, other._flat)
+
+    def __repr__(self) -> str:
+        return f"EventRecord({self.name!r}, {self.time_ns}, {self.attributes!r})"
 
 
 @dataclass(slots=True)
@@ -144,11 +171,28 @@ for _keys, _fn in (
 
 
 def decode_attributes(items: Iterable[dict[str, Any]] | None) -> dict[str, Any]:
+    """OTLP key-value pairs as a dict. The common value types are decoded inline: this runs for
+    every attribute of every span."""
     out: dict[str, Any] = {}
     for kv in items or ():
         key = kv.get("key")
-        if key is not None:
-            out[_intern(key)] = decode_any_value(kv.get("value"))
+        if key is None:
+            continue
+        v = kv.get("value")
+        if v:
+            if (x := v.get("stringValue")) is not None:
+                out[_intern(key)] = _intern(x) if len(x) <= 48 else x
+                continue
+            if (x := v.get("intValue")) is not None:
+                out[_intern(key)] = int(x)
+                continue
+            if (x := v.get("doubleValue")) is not None:
+                out[_intern(key)] = float(x)
+                continue
+            if (x := v.get("boolValue")) is not None:
+                out[_intern(key)] = bool(x)
+                continue
+        out[_intern(key)] = decode_any_value(v)
     return out
 
 

@@ -2,4 +2,6 @@
 ratios (speed targets are checked here, never by timed tests). Each module defines
 `register(subparsers)` for its `agenttrace bench <name>` subcommand; list it in `BENCHES`."""
 
-BENCHES: tuple[str, ...] = ()
+BENCHES: tuple[str, ...] = (
+    "agenttrace.bench.report",
+)

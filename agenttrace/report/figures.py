@@ -21,8 +21,9 @@ from agenttrace.report.model import (
     StepFigures,
     TaskFigures,
     WaterfallSpan,
+    lean,
 )
-from agenttrace.report.segments import Breakdown, breakdowns
+from agenttrace.report.segments import Breakdown, breakdowns, sum_segments
 from agenttrace.report.spec import AcceptanceStats, acceptance_stats, aggregate, generation_figures
 from agenttrace.report.tree import SpanTree, critical_path
 from agenttrace.tracedata import LoadResult, SpanRecord, load_spans
@@ -125,7 +126,7 @@ def step_figures(tree: SpanTree, step: SpanRecord, task_start: int, memo: dict[i
             retry.add(memo[id(a)])
     first = min(scan.moments) if scan.moments else None
     correct = min(scan.correct) if scan.correct else None
-    figures = StepFigures(
+    figures = lean(StepFigures(
         index=index,
         outcome=str(step.attributes.get(sc.STEP_OUTCOME, "unknown")),
         attempts=int(step.attributes.get(sc.STEP_ATTEMPTS) or len(attempts)),
@@ -139,7 +140,7 @@ def step_figures(tree: SpanTree, step: SpanRecord, task_start: int, memo: dict[i
         overlap_segments=b.overlap_segments(),
         time_to_correct_action_s=(correct - step.start_ns) / NS if correct is not None else None,
         generations=scan.generations,
-    )
+    ))
     return figures, scan
 
 
@@ -178,15 +179,13 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
         moments += scan.moments
         correct += scan.correct
         marks = marks or scan.marks_correct
-    retry = SegmentTimes()
-    for f in step_figs:
-        retry.merge(f.retry_segments)
+    retry = sum_segments(f.retry_segments for f in step_figs)
     attempts = [s for st in steps for s in tree.walk(st) if s.segment == sc.Segment.ATTEMPT]
     wall = (end - start) / NS
     valid = len(moments)
     a = root.attributes if not partial else {}
     overlap = sum(b.overlap_ns) / NS
-    figures = TaskFigures(
+    figures = lean(TaskFigures(
         trace_id=root.trace_id,
         task_id=str(a.get(sc.TASK_ID, root.span_id if not partial else f"{root.trace_id[:12]} (partial)")),
         agent=str(a.get(sc.GEN_AI_AGENT_NAME, root.name if not partial else "?")),
@@ -210,7 +209,7 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
         overlap_segments=b.overlap_segments(),
         partial=partial,
         expects_correct_action=marks,
-    )
+    ))
     if not partial and (overlap > 0 or waterfall):
         figures.critical_path = [
             PathSectionFigures(name=sec.span.name, segment=sec.span.segment or "other",

@@ -6,7 +6,21 @@ schema is versioned by `Report.schema_version`; fields are only ever added.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from pydantic import BaseModel, Field, computed_field
+
+M = TypeVar("M", bound=BaseModel)
+# One set shared by the figures built in bulk (see `lean`).
+_SHARED_FIELDS_SET: set[str] = set()
+
+
+def lean(model: M) -> M:
+    """Drop the per-instance record of which fields were passed (pydantic keeps a set per model:
+    2 KB for a GenerationFigures, more than its values). Reports never dump with
+    `exclude_unset`, so nothing reads it; a 1M-span report builds ~10^5 models."""
+    object.__setattr__(model, "__pydantic_fields_set__", _SHARED_FIELDS_SET)
+    return model
 
 SEGMENT_FIELDS = (
     "prefill",
@@ -156,8 +170,8 @@ class StepFigures(BaseModel):
     retry_s: float  # wall time of this step's attempts whose outcome is not ok
     retry_segments: SegmentTimes
     overlap_s: float = 0.0  # time children ran in parallel (not on the critical path)
-    overlap_segments: SegmentTimes = Field(
-        default_factory=SegmentTimes, description="the overlapped time by segment (off the critical path)")
+    overlap_segments: SegmentTimes | None = Field(
+        None, description="the overlapped time by segment (off the critical path); None when there was none")
     time_to_correct_action_s: float | None = Field(
         None, description="step start -> first decision marked agenttrace.decision.correct=true in this step")
     generations: list[GenerationFigures] = Field(default_factory=list)
@@ -184,7 +198,7 @@ class TaskFigures(BaseModel):
     speculation: SpecFigures
     steps: list[StepFigures]
     overlap_s: float = Field(0.0, description="time of parallel branches off the critical path (s)")
-    overlap_segments: SegmentTimes = Field(default_factory=SegmentTimes)
+    overlap_segments: SegmentTimes | None = Field(None, description="that time by segment; None when there was none")
     partial: bool = Field(False, description="the agent span is missing (e.g. a truncated file): built from its "
                                              "step spans, left out of task-level rates and distributions")
     expects_correct_action: bool = Field(

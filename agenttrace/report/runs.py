@@ -7,7 +7,8 @@ from collections import defaultdict
 
 from agenttrace import semconv as sc
 from agenttrace.report.figures import TaskAnalysis
-from agenttrace.report.model import SEGMENT_FIELDS, Report, RunFigures, SegmentDistributions, SegmentTimes, TaskFigures
+from agenttrace.report.model import SEGMENT_FIELDS, Report, RunFigures, SegmentDistributions, TaskFigures
+from agenttrace.report.segments import sum_segments
 from agenttrace.report.spec import aggregate
 from agenttrace.report.stats import distribution
 from agenttrace.report.whatif import whatifs
@@ -21,11 +22,9 @@ def run_figures(tasks: list[TaskFigures], label: str | None = None) -> RunFigure
     """Aggregates over `tasks`. Partial tasks (agent span missing) count in step and generation
     figures but not in task-level rates and distributions."""
     whole = [t for t in tasks if not t.partial]
-    segs, retry, overlap = SegmentTimes(), SegmentTimes(), SegmentTimes()
-    for t in tasks:
-        segs.merge(t.segments)
-        retry.merge(t.retry_segments)
-        overlap.merge(t.overlap_segments)
+    segs = sum_segments(t.segments for t in tasks)
+    retry = sum_segments(t.retry_segments for t in tasks)
+    overlap = sum_segments(t.overlap_segments for t in tasks)
     steps = [s for t in tasks for s in t.steps]
     gens = [g for s in steps for g in s.generations]
     attempts = sum(t.attempts for t in tasks)

@@ -20,10 +20,11 @@ All arithmetic is in integer nanoseconds, so the segments of a span sum to its d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
-from agenttrace.report.model import SEGMENT_FIELDS, SegmentTimes
+from agenttrace.report.model import SEGMENT_FIELDS, SegmentTimes, lean
 from agenttrace.report.tree import SpanTree, sanitized_kids
 from agenttrace.tracedata import SpanRecord
 
@@ -55,10 +56,16 @@ class Breakdown:
         return sum(self.ns)
 
     def segments(self) -> SegmentTimes:
-        return SegmentTimes(**{name: self.ns[i] / 1e9 for i, name in enumerate(SEGMENT_FIELDS)})
+        return _seconds(self.ns)
 
-    def overlap_segments(self) -> SegmentTimes:
-        return SegmentTimes(**{name: self.overlap_ns[i] / 1e9 for i, name in enumerate(SEGMENT_FIELDS)})
+    def overlap_segments(self) -> SegmentTimes | None:
+        """None when nothing ran in parallel (the common case; saves a model per step)."""
+        return _seconds(self.overlap_ns) if any(self.overlap_ns) else None
+
+
+def _seconds(ns: list[int]) -> SegmentTimes:
+    # zero fields are left out: they keep the shared default 0.0 object
+    return lean(SegmentTimes(**{name: ns[i] / 1e9 for i, name in enumerate(SEGMENT_FIELDS) if ns[i]}))
 
 
 def _overlapping(kids: list[tuple[SpanRecord, int, int]]) -> bool:
@@ -129,3 +136,15 @@ def breakdowns(tree: SpanTree, root: SpanRecord) -> dict[int, Breakdown]:
 def breakdown(tree: SpanTree, root: SpanRecord) -> Breakdown:
     """The breakdown of one span over its own interval."""
     return breakdowns(tree, root)[id(root)]
+
+
+def sum_segments(items: Iterable[SegmentTimes | None]) -> SegmentTimes:
+    """The field-wise sum of segment times (None counts as zero)."""
+    totals = [0.0] * _N
+    for st in items:
+        if st is None:
+            continue
+        d = st.__dict__
+        for i, name in enumerate(SEGMENT_FIELDS):
+            totals[i] += d[name]
+    return lean(SegmentTimes(**{name: totals[i] for i, name in enumerate(SEGMENT_FIELDS) if totals[i]}))

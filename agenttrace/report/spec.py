@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from agenttrace import semconv as sc
-from agenttrace.report.model import GenerationFigures, SpecFigures
+from agenttrace.report.model import GenerationFigures, SpecFigures, lean
 from agenttrace.report.tree import SpanTree
 from agenttrace.tracedata import SpanRecord
 
@@ -72,7 +72,7 @@ def _num(attrs: dict, key: str) -> float:
 def rounds_of(tree: SpanTree, gen: SpanRecord) -> list[tuple[int, int]]:
     """(drafted, accepted) per speculation round, from events or fine-detail child spans."""
     rounds = [
-        (int(e.attributes.get(sc.ROUND_DRAFTED) or 0), int(e.attributes.get(sc.ROUND_ACCEPTED) or 0))
+        (int(e.get(sc.ROUND_DRAFTED) or 0), int(e.get(sc.ROUND_ACCEPTED) or 0))
         for e in gen.events
         if e.name == sc.EVENT_SPECULATE_ROUND
     ]
@@ -126,7 +126,7 @@ def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int,
     drafted = int(_num(a, sc.SPEC_DRAFT_TOKENS))
     accepted = int(_num(a, sc.SPEC_ACCEPTED_TOKENS))
     reason = a.get(sc.SPEC_FALLBACK_REASON)
-    return GenerationFigures(
+    return lean(GenerationFigures(
         step=step,
         attempt=attempt,
         start_s=(gen.start_ns - task_start) / NS,
@@ -148,25 +148,29 @@ def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int,
         decode_s_per_token=max(0.0, wall - prefill) / out_tokens if out_tokens else None,
         fallback=bool(a.get(sc.SPEC_FALLBACK)),
         fallback_reason=str(reason) if reason is not None else None,
-    )
+    ))
 
 
 def aggregate(gens: Iterable[GenerationFigures]) -> SpecFigures:
-    """Speculation and throughput totals over generations."""
-    f = SpecFigures()
+    """Speculation and throughput totals over generations (summed in locals: this runs per task)."""
+    n = out = rounds = drafted = accepted = fallbacks = k = 0
+    wall = draft = verify = prefill = 0.0
     methods = set()
     for g in gens:
-        f.generations += 1
-        f.output_tokens += g.output_tokens
-        f.generation_s += g.wall_s
-        f.rounds += g.rounds
-        f.draft_tokens += g.draft_tokens
-        f.accepted_tokens += g.accepted_tokens
-        f.fallbacks += g.fallback
-        f.draft_s += g.draft_s
-        f.verify_s += g.verify_s
-        f.prefill_s += g.prefill_s
-        f.num_speculative_tokens = max(f.num_speculative_tokens, g.num_speculative_tokens)
+        n += 1
+        out += g.output_tokens
+        wall += g.wall_s
+        rounds += g.rounds
+        drafted += g.draft_tokens
+        accepted += g.accepted_tokens
+        fallbacks += g.fallback
+        draft += g.draft_s
+        verify += g.verify_s
+        prefill += g.prefill_s
+        k = max(k, g.num_speculative_tokens)
         methods.add(g.method)
-    f.methods = sorted(methods)
-    return f
+    return lean(SpecFigures(
+        methods=sorted(methods), generations=n, output_tokens=out, generation_s=wall, rounds=rounds, draft_tokens=drafted,
+        accepted_tokens=accepted, fallbacks=fallbacks, draft_s=draft, verify_s=verify, prefill_s=prefill,
+        num_speculative_tokens=k,
+    ))
