@@ -59,7 +59,7 @@ def run_figures(tasks: list[TaskFigures], label: str | None = None) -> RunFigure
         decode_s_per_token=distribution(g.decode_s_per_token for g in gens),
         acceptance_rate=distribution(g.acceptance_rate for g in gens if g.method != "none"),
         step_segments=SegmentDistributions(
-            **{f: distribution(getattr(s.segments, f) for s in steps) for f in SEGMENT_FIELDS}),
+            **{f: distribution(s.segments.__dict__[f] for s in steps) for f in SEGMENT_FIELDS}),
         segments=segs,
         retry_s=sum(t.retry_s for t in tasks),
         retry_segments=retry,

@@ -44,13 +44,12 @@ class Breakdown:
     overlap_ns: list[int] = field(default_factory=lambda: [0] * _N)
 
     def add(self, other: Breakdown) -> None:
-        for i in range(_N):
-            self.ns[i] += other.ns[i]
-            self.overlap_ns[i] += other.overlap_ns[i]
+        self.ns = [a + b for a, b in zip(self.ns, other.ns, strict=True)]
+        if any(other.overlap_ns):
+            self.overlap_ns = [a + b for a, b in zip(self.overlap_ns, other.overlap_ns, strict=True)]
 
     def add_as_overlap(self, other: Breakdown) -> None:
-        for i in range(_N):
-            self.overlap_ns[i] += other.ns[i] + other.overlap_ns[i]
+        self.overlap_ns = [a + b + c for a, b, c in zip(self.overlap_ns, other.ns, other.overlap_ns, strict=True)]
 
     def total_ns(self) -> int:
         return sum(self.ns)
