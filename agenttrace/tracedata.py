@@ -1,9 +1,14 @@
-"""Reading traces back: OTLP/JSON `ExportTraceServiceRequest` lines into `SpanRecord`s.
+"""Reading traces back: trace files into `SpanRecord`s.
 
-Accepts what other OTLP tools write too: timestamps as numbers or strings, ids in upper- or
-lower-case hex (normalised to lower case), camelCase or snake_case keys, a whole file holding one
-request or one request per line. A line that cannot be read is reported with its file and line
-number and skipped; the rest of the file is still loaded. No torch import on this path.
+Reads OTLP/JSON `ExportTraceServiceRequest`s (ours, one per line, and what other OTLP tools
+write: timestamps as numbers or strings, ids in upper- or lower-case hex or base64, camelCase or
+snake_case keys, a whole file holding one pretty-printed request) and Jaeger's JSON model (a
+trace, a list of traces, or a query-API response `{"data": [...]}`; see `agenttrace.jaeger_input`).
+
+Files are streamed line by line, so a million-span trace is never held as text; records are lean
+(slotted dataclasses, interned attribute keys and short string values, one resource dict per
+request). A line that cannot be read is reported with its file and line number and skipped; the
+rest of the file is still loaded. No torch import on this path.
 """
 
 from __future__ import annotations
@@ -11,24 +16,60 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agenttrace import semconv as sc
 
-__all__ = ["EventRecord", "LoadResult", "SpanRecord", "iter_trace_files", "load_spans"]
+__all__ = ["EventRecord", "LoadResult", "SpanRecord", "iter_trace_files", "load_spans", "spans_from_document"]
 
 STATUS_CODES = {0: "UNSET", 1: "OK", 2: "ERROR"}
 SPAN_KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 
+# Problems kept per file before the rest are only counted (a broken 1 GB file must not produce a
+# 1 GB report).
+MAX_PROBLEMS_PER_FILE = 20
+# A file whose first line is not JSON on its own may be one pretty-printed document; up to this
+# size we try reading it whole.
+MAX_WHOLE_FILE_BYTES = 256 * 1024 * 1024
+_intern = sys.intern
 
-@dataclass(slots=True)
+
 class EventRecord:
-    name: str
-    time_ns: int
-    attributes: dict[str, Any]
+    """A span event. Its attributes are kept as one flat tuple (key, value, key, value, ...): a
+    speculative generation carries one `speculate.round` event per round, and a dict per event
+    would double the memory of a large trace. `attributes` gives them as a dict; `get` reads one."""
+
+    __slots__ = ("_flat", "name", "time_ns")
+
+    def __init__(self, name: str, time_ns: int, attributes: dict[str, Any]) -> None:
+        self.name = name
+        self.time_ns = time_ns
+        flat: list[Any] = []
+        for kv in attributes.items():
+            flat += kv
+        self._flat = tuple(flat)
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        flat = self._flat
+        return dict(zip(flat[::2], flat[1::2], strict=True))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        flat = self._flat
+        for i in range(0, len(flat), 2):
+            if flat[i] == key:
+                return flat[i + 1]
+        return default
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EventRecord) and (self.name, self.time_ns, self._flat) == (other.name, other.time_ns, other._flat)
+
+    def __repr__(self) -> str:
+        return f"EventRecord({self.name!r}, {self.time_ns}, {self.attributes!r})"
 
 
 @dataclass(slots=True)
@@ -43,11 +84,11 @@ class SpanRecord:
     start_ns: int
     end_ns: int
     attributes: dict[str, Any]
-    events: list[EventRecord] = field(default_factory=list)
+    events: Sequence[EventRecord] = field(default_factory=list)
     status: str = "UNSET"  # UNSET, OK, ERROR
     status_message: str = ""
-    resource: dict[str, Any] = field(default_factory=dict)
-    links: list[tuple[str, str]] = field(default_factory=list)  # (trace_id, span_id)
+    resource: dict[str, Any] = field(default_factory=dict)  # shared by the spans of one request
+    links: Sequence[tuple[str, str]] = field(default_factory=list)  # (trace_id, span_id)
     source: str = ""  # "file:line" it came from, for messages
 
     @property
@@ -67,7 +108,8 @@ class LoadResult:
 
 
 def _get(obj: dict[str, Any], camel: str, snake: str, default: Any = None) -> Any:
-    return obj.get(camel, obj.get(snake, default))
+    value = obj.get(camel)
+    return obj.get(snake, default) if value is None else value
 
 
 def _int(value: Any) -> int:
@@ -77,45 +119,85 @@ def _int(value: Any) -> int:
 
 
 def _hex_id(value: Any) -> str | None:
-    # OTLP/JSON ids are hex; protobuf-JSON writers sometimes emit base64 instead.
+    """An id as lower-case hex. OTLP/JSON ids are hex (16 or 32 digits), taken as they are (an id
+    is only ever compared); protobuf-JSON writers sometimes emit base64 (12 or 24 characters)."""
     if not value:
         return None
     text = str(value)
-    try:
-        int(text, 16)
+    if len(text) in (16, 32):
         return text.lower()
-    except ValueError:
-        return base64.b64decode(text).hex()
+    return base64.b64decode(text, validate=True).hex()
+
+
+def _short(text: str) -> str:
+    # Segment names, outcomes, tool names repeat on every span: share one object per value.
+    return _intern(text) if len(text) <= 48 else text
+
+
+_DECODERS: dict[str, Callable[[Any], Any]] = {}
 
 
 def decode_any_value(value: dict[str, Any] | None) -> Any:
     """An OTLP AnyValue as a plain Python value."""
     if not value:
         return None
-    if "stringValue" in value or "string_value" in value:
-        return _get(value, "stringValue", "string_value")
-    if "boolValue" in value or "bool_value" in value:
-        return bool(_get(value, "boolValue", "bool_value"))
-    if "intValue" in value or "int_value" in value:
-        return int(_get(value, "intValue", "int_value"))
-    if "doubleValue" in value or "double_value" in value:
-        return float(_get(value, "doubleValue", "double_value"))
-    if "arrayValue" in value or "array_value" in value:
-        items = _get(value, "arrayValue", "array_value") or {}
-        return [decode_any_value(v) for v in items.get("values", [])]
-    if "kvlistValue" in value or "kvlist_value" in value:
-        items = _get(value, "kvlistValue", "kvlist_value") or {}
-        return decode_attributes(items.get("values", []))
-    if "bytesValue" in value or "bytes_value" in value:
-        return base64.b64decode(_get(value, "bytesValue", "bytes_value"))
+    for key, v in value.items():
+        decode = _DECODERS.get(key)
+        if decode is not None:
+            return decode(v)
     return None
 
 
+def _array(items: dict[str, Any] | None) -> list[Any]:
+    return [decode_any_value(v) for v in (items or {}).get("values", ())]
+
+
+def _kvlist(items: dict[str, Any] | None) -> dict[str, Any]:
+    return decode_attributes((items or {}).get("values", ()))
+
+
+for _keys, _fn in (
+    (("stringValue", "string_value"), lambda v: _short(v) if isinstance(v, str) else str(v)),
+    (("boolValue", "bool_value"), bool),
+    (("intValue", "int_value"), int),
+    (("doubleValue", "double_value"), float),
+    (("arrayValue", "array_value"), _array),
+    (("kvlistValue", "kvlist_value"), _kvlist),
+    (("bytesValue", "bytes_value"), base64.b64decode),
+):
+    for _k in _keys:
+        _DECODERS[_k] = _fn
+
+
 def decode_attributes(items: Iterable[dict[str, Any]] | None) -> dict[str, Any]:
-    return {kv["key"]: decode_any_value(kv.get("value")) for kv in items or () if "key" in kv}
+    """OTLP key-value pairs as a dict. The common value types are decoded inline: this runs for
+    every attribute of every span."""
+    out: dict[str, Any] = {}
+    for kv in items or ():
+        key = kv.get("key")
+        if key is None:
+            continue
+        v = kv.get("value")
+        if v:
+            if (x := v.get("stringValue")) is not None:
+                out[_intern(key)] = _intern(x) if len(x) <= 48 else x
+                continue
+            if (x := v.get("intValue")) is not None:
+                out[_intern(key)] = int(x)
+                continue
+            if (x := v.get("doubleValue")) is not None:
+                out[_intern(key)] = float(x)
+                continue
+            if (x := v.get("boolValue")) is not None:
+                out[_intern(key)] = bool(x)
+                continue
+        out[_intern(key)] = decode_any_value(v)
+    return out
 
 
 def _kind(value: Any) -> str:
+    if value.__class__ is int:
+        return SPAN_KINDS.get(value, "UNSPECIFIED")
     if isinstance(value, str):
         return value.removeprefix("SPAN_KIND_")
     return SPAN_KINDS.get(_int(value), "UNSPECIFIED")
@@ -129,64 +211,94 @@ def _status(value: dict[str, Any] | None) -> tuple[str, str]:
     return name, value.get("message", "") or ""
 
 
+def _events(items: list[dict[str, Any]] | None) -> Sequence[EventRecord]:
+    if not items:
+        return ()
+    return [
+        EventRecord(_short(e.get("name", "")), _int(_get(e, "timeUnixNano", "time_unix_nano")), decode_attributes(e.get("attributes")))
+        for e in items
+    ]
+
+
 def spans_from_request(request: dict[str, Any], source: str) -> Iterator[SpanRecord]:
-    """Every span of one ExportTraceServiceRequest (as a parsed JSON object)."""
+    """Every span of one ExportTraceServiceRequest (as a parsed JSON object). The hot loop of
+    every load: fields are read directly, camelCase first (what OTLP/JSON writers emit)."""
+    trace_ids: dict[str, str] = {}
     for rs in _get(request, "resourceSpans", "resource_spans", []) or []:
         resource = decode_attributes((rs.get("resource") or {}).get("attributes"))
         for ss in _get(rs, "scopeSpans", "scope_spans", []) or []:
             for s in ss.get("spans", []) or []:
-                status, message = _status(s.get("status"))
+                st = s.get("status")
+                status, message = _status(st) if st else ("UNSET", "")
+                trace_id = _hex_id(s.get("traceId") or s.get("trace_id")) or ""
+                links = s.get("links")
+                events = s.get("events")
+                start = s.get("startTimeUnixNano")
+                end = s.get("endTimeUnixNano")
                 yield SpanRecord(
-                    trace_id=_hex_id(_get(s, "traceId", "trace_id")) or "",
-                    span_id=_hex_id(_get(s, "spanId", "span_id")) or "",
-                    parent_id=_hex_id(_get(s, "parentSpanId", "parent_span_id")),
-                    name=s.get("name", ""),
-                    kind=_kind(s.get("kind", 0)),
-                    start_ns=_int(_get(s, "startTimeUnixNano", "start_time_unix_nano")),
-                    end_ns=_int(_get(s, "endTimeUnixNano", "end_time_unix_nano")),
-                    attributes=decode_attributes(s.get("attributes")),
-                    events=[
-                        EventRecord(
-                            e.get("name", ""),
-                            _int(_get(e, "timeUnixNano", "time_unix_nano")),
-                            decode_attributes(e.get("attributes")),
-                        )
-                        for e in s.get("events", []) or []
-                    ],
-                    status=status,
-                    status_message=message,
-                    resource=resource,
-                    links=[
+                    trace_ids.setdefault(trace_id, trace_id),
+                    _hex_id(s.get("spanId") or s.get("span_id")) or "",
+                    _hex_id(s.get("parentSpanId") or s.get("parent_span_id")),
+                    _short(s.get("name", "")),
+                    _kind(s.get("kind", 0)),
+                    int(start) if start is not None else _int(s.get("start_time_unix_nano")),
+                    int(end) if end is not None else _int(s.get("end_time_unix_nano")),
+                    decode_attributes(s.get("attributes")),
+                    _events(events) if events else (),
+                    status,
+                    message,
+                    resource,
+                    [
                         (_hex_id(_get(ln, "traceId", "trace_id")) or "", _hex_id(_get(ln, "spanId", "span_id")) or "")
-                        for ln in s.get("links", []) or []
-                    ],
-                    source=source,
+                        for ln in links
+                    ]
+                    if links
+                    else (),
+                    source,
                 )
 
 
-def _requests(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    """(line number, parsed request or None, problem) for each non-empty line; a file holding one
-    pretty-printed request (like the OTLP examples) is read whole, as line 1."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+def spans_from_document(doc: Any, source: str, problems: list[str]) -> list[SpanRecord]:
+    """The spans of one parsed JSON document: an OTLP request, or Jaeger JSON (a trace, a list of
+    traces, or a query-API response). Raises ValueError for anything else."""
+    if isinstance(doc, dict) and ("resourceSpans" in doc or "resource_spans" in doc):
+        return list(spans_from_request(doc, source))  # all of a line, or none
+    from agenttrace.jaeger_input import is_jaeger_document, spans_from_jaeger
+
+    if is_jaeger_document(doc):
+        return spans_from_jaeger(doc, source, problems)
+    raise ValueError("neither an OTLP ExportTraceServiceRequest nor Jaeger JSON")
+
+
+def _documents(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+    """(line number, parsed JSON or None, problem) for each non-empty line; a file holding one
+    pretty-printed document (like the OTLP and Jaeger examples) is read whole, as line 1."""
+    with path.open(encoding="utf-8", errors="replace") as f:
+        first = True
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if first and path.stat().st_size <= MAX_WHOLE_FILE_BYTES:
+                    whole = _whole(path)
+                    if whole is not None:
+                        yield 1, whole, None
+                        return
+                first = False
+                yield n, None, f"not valid JSON ({exc.msg} at column {exc.colno}); line skipped"
+                continue
+            first = False
+            yield n, obj, None
+
+
+def _whole(path: Path) -> Any:
     try:
-        whole = json.loads(text)  # a JSON-lines file fails fast, right after its first line
+        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
     except json.JSONDecodeError:
-        whole = None
-    if isinstance(whole, dict):
-        yield 1, whole, None
-        return
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield n, None, f"not valid JSON ({exc.msg} at column {exc.colno}); line skipped"
-            continue
-        if not isinstance(obj, dict):
-            yield n, None, "not an OTLP ExportTraceServiceRequest object; line skipped"
-            continue
-        yield n, obj, None
+        return None
+    return doc if isinstance(doc, (dict, list)) else None
 
 
 def iter_trace_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
@@ -198,21 +310,32 @@ def iter_trace_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
             yield p
 
 
+def load_file(path: Path, spans: list[SpanRecord], problems: list[str]) -> None:
+    """Append the spans of one trace file to `spans` and what went wrong to `problems`."""
+    if not path.is_file():
+        problems.append(f"{path}: no such file")
+        return
+    kept = len(problems)
+    for n, doc, problem in _documents(path):
+        where = f"{path}:{n}"
+        if doc is None:
+            problems.append(f"{where}: {problem}")
+            continue
+        try:
+            spans.extend(spans_from_document(doc, where, problems))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            problems.append(f"{where}: malformed span data ({type(exc).__name__}: {exc}); line skipped")
+    if len(problems) - kept > MAX_PROBLEMS_PER_FILE:
+        extra = len(problems) - kept - MAX_PROBLEMS_PER_FILE
+        del problems[kept + MAX_PROBLEMS_PER_FILE :]
+        problems.append(f"{path}: {extra} more problems like those above (not listed)")
+
+
 def load_spans(paths: Iterable[str | os.PathLike[str]]) -> LoadResult:
-    """All spans in the given trace files or folders, with a list of what had to be skipped."""
+    """All spans in the given trace files or folders (OTLP/JSON or Jaeger JSON), with a list of
+    what had to be skipped, each naming its file and line."""
     spans: list[SpanRecord] = []
     problems: list[str] = []
     for path in iter_trace_files(paths):
-        if not path.is_file():
-            problems.append(f"{path}: no such file")
-            continue
-        for n, request, problem in _requests(path):
-            where = f"{path}:{n}"
-            if request is None:
-                problems.append(f"{where}: {problem}")
-                continue
-            try:
-                spans.extend(list(spans_from_request(request, where)))  # all of a line, or none
-            except (TypeError, ValueError, KeyError, AttributeError) as exc:
-                problems.append(f"{where}: malformed OTLP span data ({type(exc).__name__}: {exc}); line skipped")
+        load_file(path, spans, problems)
     return LoadResult(spans, problems)

@@ -12,6 +12,8 @@ from agenttrace.cli import main
 from agenttrace.report import report_from_files
 from trace_builder import S, write_trace
 
+SAMPLES_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "traces" / "samples"
+
 
 def gen(start, end, prefill_end, draft_s=None, verify_s=None, tokens=20):
     attrs = {"gen_ai.usage.output_tokens": tokens, "agenttrace.spec.method": "none"}
@@ -145,17 +147,63 @@ def test_cli_report_json_and_terminal(tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
 
 
-def test_the_report_path_never_imports_torch(tmp_path):
+def test_the_report_paths_never_import_torch(tmp_path):
     path = tmp_path / "known.jsonl"
-    write_trace(path, known_task())
+    write_trace(path, known_task(), resource={"agenttrace.run.label": "a"})
+    write_trace(tmp_path / "b.jsonl", known_task(), resource={"agenttrace.run.label": "b"})
     code = (
-        "import sys; from agenttrace.cli import main; main(['report', sys.argv[1], '--format', 'json']); "
-        "import agenttrace.telemetry, agenttrace.tracedata; "
-        "bad = [m for m in ('torch', 'transformers') if m in sys.modules]; "
+        "import sys, contextlib, io; from agenttrace.cli import main; d = sys.argv[1]\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    for fmt in ('terminal', 'json', 'markdown', 'html'):\n"
+        "        main(['report', d, '--format', fmt, '-o', d + '/out.' + fmt])\n"
+        "    main(['compare', 'a', 'b', '--in', d, '--format', 'json', '--resamples', '100'])\n"
+        "    main(['report', '--jaeger', 'http://127.0.0.1:9', '--service', 's', '--format', 'json'])\n"
+        "import agenttrace.telemetry, agenttrace.tracedata, agenttrace.jaeger_input, agenttrace.report.html\n"
+        "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
         "print('HEAVY', bad, file=sys.stderr); sys.exit(1 if bad else 0)"
     )
-    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_truncated_file_still_gives_its_steps_as_a_partial_task(tmp_path):
+    from trace_builder import to_otlp
+
+    request = to_otlp(known_task())
+    spans = request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    agent = next(s for s in spans if s["name"].startswith("invoke_agent"))
+    spans.remove(agent)  # parents end last: a file cut short loses the agent span first
+    path = tmp_path / "cut.jsonl"
+    path.write_text(json.dumps(request) + "\n" + json.dumps(to_otlp(known_task()))[:200] + "\n")
+    report = report_from_files([str(path)])
+    (task,) = report.tasks
+    assert task.partial and task.outcome == "unknown" and [s.index for s in task.steps] == [1, 2]
+    assert task.steps[0].ttvtc_s == pytest.approx(4.8) and task.wall_s == pytest.approx(9.5)
+    assert task.segments.total() == pytest.approx(9.5)
+    assert report.run.tasks == 0 and report.run.partial_tasks == 1 and report.run.steps == 2
+    text = "\n".join(report.problems)
+    assert f"{path}:2: not valid JSON" in text
+    assert "name a parent that is not in the input" in text and "marked partial" in text
+
+
+def test_time_to_correct_action_per_step_and_figures_per_generation(tmp_path):
+    path = tmp_path / "known.jsonl"
+    write_trace(path, known_task())
+    (task,) = report_from_files([str(path)]).tasks
+    s1, s2 = task.steps
+    assert s1.time_to_correct_action_s == pytest.approx(4.8) and s2.time_to_correct_action_s is None
+    assert task.expects_correct_action
+    g1, g2 = s1.generations
+    assert (g1.attempt, g2.attempt, g1.method, g1.rounds, g1.draft_tokens) == (1, 2, "prompt_lookup", 4, 12)
+    assert g1.prefill_s == pytest.approx(0.5) and g1.decode_s_per_token == pytest.approx(1.5 / 20)
+    assert g2.start_s == pytest.approx(2.5) and g2.acceptance_rate == pytest.approx(0.5)
+
+
+def test_json_schema_is_documented(capsys):
+    assert main(["report", "--json-schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["title"] == "Report" and "by_label" in schema["properties"]
+    assert "description" in schema["$defs"]["WhatIf"]["properties"]["alpha"]
 
 
 def test_the_committed_samples_report_without_the_model():
@@ -169,3 +217,16 @@ def test_the_committed_samples_report_without_the_model():
     for task in report.tasks:
         for step in task.steps:
             assert step.segments.total() == pytest.approx(step.wall_s, abs=1e-6)
+
+
+def test_the_committed_samples_in_every_format(tmp_path, capsys):
+    assert main(["report", str(SAMPLES_DIR), "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "## Run summary" in md and "| figure | baseline | speculative |" in md and "## Speculation what-if" in md
+    assert main(["report", str(SAMPLES_DIR), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
+    assert "Comparison: speculative vs baseline" in (tmp_path / "r.html").read_text()
+    assert main(["report", str(SAMPLES_DIR), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["label"] for r in data["by_label"]] == ["baseline", "speculative"]
+    (w,) = data["whatif"]
+    assert w["label"] == "speculative" and w["actual_k"] == 3 and 0 < w["alpha"] < 1 and w["best_k"] >= 1

@@ -2,4 +2,7 @@
 ratios (speed targets are checked here, never by timed tests). Each module defines
 `register(subparsers)` for its `agenttrace bench <name>` subcommand; list it in `BENCHES`."""
 
-BENCHES: tuple[str, ...] = ("agenttrace.bench.generation",)
+BENCHES: tuple[str, ...] = (
+    "agenttrace.bench.generation",
+    "agenttrace.bench.report",
+)

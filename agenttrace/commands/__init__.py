@@ -5,5 +5,6 @@ report` never imports torch. To add a command, add a module here and list it in 
 COMMANDS = (
     "agenttrace.commands.demo",
     "agenttrace.commands.report",
+    "agenttrace.commands.compare",
     "agenttrace.commands.bench",
 )

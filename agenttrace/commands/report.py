@@ -4,28 +4,64 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+
+FORMATS = ("terminal", "markdown", "json", "html")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    report = sub.add_parser("report", help="per-step latency report of trace files (OTLP/JSON lines)")
-    report.add_argument("paths", nargs="+", help="trace files or folders")
-    report.add_argument("--format", choices=("terminal", "json"), default="terminal")
+    from agenttrace.report.inputs import add_input_options
+
+    report = sub.add_parser(
+        "report", help="per-step latency report of traces (OTLP/JSON or Jaeger JSON files, or Jaeger's query API)")
+    report.add_argument("paths", nargs="*", help="trace files or folders")
+    report.add_argument("--format", choices=FORMATS, default="terminal")
+    report.add_argument("-o", "--output", help="write to this file instead of standard output (html: default report.html)")
     report.add_argument("--summary-only", action="store_true", help="print only the run summary")
+    report.add_argument("--waterfalls", type=int, default=50,
+                        help="html: how many tasks get a waterfall chart to choose from (default 50)")
+    report.add_argument("--json-schema", action="store_true", help="print the JSON schema of --format json and exit")
+    add_input_options(report)
     report.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from agenttrace.report import report_from_files
-    from agenttrace.report.terminal import make_console, render_report
-
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:
-        print(f"agenttrace report: no such file or folder: {', '.join(missing)}", file=sys.stderr)
-        return 2
-    report = report_from_files(args.paths)
-    if args.format == "json":
-        print(report.model_dump_json(indent=2))
+def write_output(text: str, output: str | None) -> None:
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {output}", file=sys.stderr)
     else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from agenttrace.report.figures import report_from_load
+    from agenttrace.report.inputs import InputError, jaeger_query, load_inputs
+    from agenttrace.report.model import Report
+
+    if args.json_schema:
+        print(json.dumps(Report.model_json_schema(), indent=2))
+        return 0
+    try:
+        loaded, sources = load_inputs(args.paths, jaeger_query(args))
+    except InputError as exc:
+        print(f"agenttrace report: {exc}", file=sys.stderr)
+        return 2
+    waterfalls = args.waterfalls if args.format == "html" else 0
+    report = report_from_load(loaded, sources, waterfalls=waterfalls)
+    if args.format == "json":
+        write_output(report.model_dump_json(indent=2), args.output)
+    elif args.format == "markdown":
+        from agenttrace.report.markdown import report_markdown
+
+        write_output(report_markdown(report, tasks=not args.summary_only), args.output)
+    elif args.format == "html":
+        from agenttrace.report.html import report_html
+
+        write_output(report_html(report), args.output or "report.html")
+    else:
+        from agenttrace.report.terminal import make_console, render_report
+
         render_report(report, make_console(), tasks=not args.summary_only)
     return 0

@@ -1,116 +1,56 @@
-"""From spans to figures (SPANS.md, "Figures the reports compute").
+"""From spans to per-task figures (SPANS.md, "Figures the reports compute").
 
-For each agent span (a task): its steps, each step's segment times (self time per segment, which
-sum to the step's wall time), time to valid tool call, retry cost, decision counts and the
-speculation figures of its generations; then the run's aggregates and distributions.
+For each agent span (a task): its steps, each step's segment times (which sum to the step's wall
+time), time to valid tool call, time to correct action, retry cost by segment, decision counts and
+the speculation figures of each generation. Step spans whose agent span is missing (a truncated
+file) still make a task, marked partial. Run-level aggregation lives in `runs.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-import numpy as np
+from collections import defaultdict
+from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
 from agenttrace.report.model import (
-    Distribution,
+    SEGMENT_FIELDS,
+    GenerationFigures,
+    PathSectionFigures,
     Report,
-    RunFigures,
     SegmentTimes,
-    SpecFigures,
     StepFigures,
     TaskFigures,
+    WaterfallSpan,
+    lean,
 )
-from agenttrace.report.tree import SpanTree, clipped, critical_path, union_ns
-from agenttrace.tracedata import SpanRecord, load_spans
+from agenttrace.report.segments import Breakdown, breakdowns, sum_segments
+from agenttrace.report.spec import AcceptanceStats, acceptance_stats, aggregate, generation_figures
+from agenttrace.report.tree import SpanTree, critical_path
+from agenttrace.tracedata import LoadResult, SpanRecord, load_spans
 
 NS = 1e9
 _OK = sc.AttemptOutcome.OK.value
+_OTHER = SEGMENT_FIELDS.index("other")
+_TOOLTIP_KEYS = (sc.GEN_AI_TOOL_NAME, sc.STEP_OUTCOME, sc.ATTEMPT_OUTCOME, sc.SPEC_METHOD, sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+                 sc.ERROR_TYPE, sc.PARSE_RESULT)
 
 
-def _overlapping(children: list[SpanRecord]) -> bool:
-    end = None
-    for c in children:  # sorted by start
-        if end is not None and c.start_ns < end:
-            return True
-        end = c.end_ns if end is None else max(end, c.end_ns)
-    return False
+@dataclass(slots=True)
+class TaskAnalysis:
+    """A task's figures plus what the run-level what-if needs and the JSON does not carry."""
 
-
-def segment_times(tree: SpanTree, root: SpanRecord) -> tuple[SegmentTimes, float]:
-    """Self time per segment over `root`'s subtree, and the overlapped time shown apart.
-
-    Where siblings overlap, only those on the critical path are followed, so the segments still
-    sum to the root's wall time and the parallel remainder is reported as overlap.
-    """
-    segs = SegmentTimes()
-    overlap_ns = 0
-    stack = [root]
-    while stack:
-        span = stack.pop()
-        kids = tree.kids(span)
-        followed = kids
-        if _overlapping(kids):
-            followed = critical_path(span, kids)
-            on_path = {id(k) for k in followed}
-            overlap_ns += sum(max(0, e - s) for s, e in (clipped(k, span) for k in kids if id(k) not in on_path))
-        self_ns = max(0, span.duration_ns - union_ns(clipped(k, span) for k in followed))
-        _charge(span, self_ns / NS, kids, segs)
-        stack.extend(followed)
-    return segs, overlap_ns / NS
-
-
-def _charge(span: SpanRecord, self_s: float, kids: list[SpanRecord], segs: SegmentTimes) -> None:
-    segment = span.segment or "other"
-    if segment in (sc.Segment.AGENT, sc.Segment.STEP, sc.Segment.ATTEMPT):
-        segment = "other"
-    if segment == sc.Segment.GENERATION and not any(k.segment in (sc.Segment.DRAFT, sc.Segment.VERIFY) for k in kids):
-        # At the default detail level draft and verify are not spans but totals on the generation
-        # span: carve them out of its self time so the breakdown is the same at either level.
-        draft = min(self_s, float(span.attributes.get(sc.SPEC_DRAFT_S) or 0.0))
-        verify = min(self_s - draft, float(span.attributes.get(sc.SPEC_VERIFY_S) or 0.0))
-        segs.add("draft", draft)
-        segs.add("verify", verify)
-        self_s -= draft + verify
-    segs.add(segment, self_s)
+    figures: TaskFigures
+    acceptance: list[tuple[str, AcceptanceStats]] = field(default_factory=list)  # (method, stats) per generation
 
 
 def _decision_end(span: SpanRecord) -> int | None:
     """The moment `span` made a valid decision, if it is a decision span (SPANS.md, TTVTC)."""
-    if span.segment == sc.Segment.VALIDATION and span.attributes.get(sc.VALIDATION_OK) is True:
+    seg = span.segment
+    if seg == sc.Segment.VALIDATION and span.attributes.get(sc.VALIDATION_OK) is True:
         return span.end_ns
-    if span.segment == sc.Segment.PARSE and span.attributes.get(sc.PARSE_RESULT) == "final_answer":
+    if seg == sc.Segment.PARSE and span.attributes.get(sc.PARSE_RESULT) == "final_answer":
         return span.end_ns
     return None
-
-
-def _final_answer_fallback(tree: SpanTree, step: SpanRecord) -> int | None:
-    # Traces from tools that do not write agenttrace.parse.result: a step that ended in a final
-    # answer made its decision at the end of the last successful parse of its last ok attempt.
-    if step.attributes.get(sc.STEP_OUTCOME) != sc.StepOutcome.FINAL_ANSWER:
-        return None
-    ends = [s.end_ns for s in tree.walk(step) if s.segment == sc.Segment.PARSE and s.attributes.get(sc.PARSE_OK) is True]
-    return max(ends) if ends else None
-
-
-def _spec(generations: Iterable[SpanRecord]) -> SpecFigures:
-    f = SpecFigures()
-    methods = set()
-    for g in generations:
-        a = g.attributes
-        f.generations += 1
-        f.output_tokens += int(a.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS) or 0)
-        f.generation_s += g.duration_ns / NS
-        f.rounds += int(a.get(sc.SPEC_ROUNDS) or 0)
-        f.draft_tokens += int(a.get(sc.SPEC_DRAFT_TOKENS) or 0)
-        f.accepted_tokens += int(a.get(sc.SPEC_ACCEPTED_TOKENS) or 0)
-        f.fallbacks += bool(a.get(sc.SPEC_FALLBACK))
-        f.draft_s += float(a.get(sc.SPEC_DRAFT_S) or 0.0)
-        f.verify_s += float(a.get(sc.SPEC_VERIFY_S) or 0.0)
-        if a.get(sc.SPEC_METHOD):
-            methods.add(str(a[sc.SPEC_METHOD]))
-    f.methods = sorted(methods)
-    return f
 
 
 def _attempt_valid(tree: SpanTree, attempt: SpanRecord) -> bool:
@@ -124,136 +64,222 @@ def _attempt_valid(tree: SpanTree, attempt: SpanRecord) -> bool:
     return parse_ok and validation is not False
 
 
-def step_figures(tree: SpanTree, step: SpanRecord, task_start: int) -> tuple[StepFigures, list[int], list[int]]:
-    """A step's figures, and its valid and correct decision moments (ns)."""
-    segs, overlap = segment_times(tree, step)
-    attempts = [k for k in tree.kids(step) if k.segment == sc.Segment.ATTEMPT]
-    retry = SegmentTimes()
-    retry_s = 0.0
-    for a in attempts:
-        if a.attributes.get(sc.ATTEMPT_OUTCOME, _OK) != _OK:
-            retry.merge(segment_times(tree, a)[0])
-            retry_s += a.duration_ns / NS
-    moments, correct = [], []
-    for s in tree.walk(step):
+@dataclass(slots=True)
+class _StepScan:
+    moments: list[int] = field(default_factory=list)
+    correct: list[int] = field(default_factory=list)
+    parse_ok_ends: list[int] = field(default_factory=list)
+    generations: list[GenerationFigures] = field(default_factory=list)
+    marks_correct: bool = False
+
+
+def _scan_step(tree: SpanTree, step: SpanRecord, index: int, task_start: int,
+               acceptance: list[tuple[str, AcceptanceStats]]) -> _StepScan:
+    scan = _StepScan()
+    stack: list[tuple[SpanRecord, int]] = [(step, 0)]
+    while stack:
+        s, attempt = stack.pop()
+        seg = s.segment
+        if seg == sc.Segment.ATTEMPT:
+            attempt = int(s.attributes.get(sc.ATTEMPT_INDEX) or 0)
+        elif seg == sc.Segment.GENERATION:
+            g = generation_figures(tree, s, index, attempt, task_start)
+            scan.generations.append(g)
+            acceptance.append((g.method, acceptance_stats(tree, s)))
+        elif seg == sc.Segment.PARSE and s.attributes.get(sc.PARSE_OK) is True:
+            scan.parse_ok_ends.append(s.end_ns)
         end = _decision_end(s)
         if end is not None:
-            moments.append(end)
+            scan.moments.append(end)
+            if sc.DECISION_CORRECT in s.attributes:
+                scan.marks_correct = True
             if s.attributes.get(sc.DECISION_CORRECT) is True:
-                correct.append(end)
-    if not moments and (fallback := _final_answer_fallback(tree, step)) is not None:
-        moments.append(fallback)
-    first = min(moments) if moments else None
-    figures = StepFigures(
-        index=int(step.attributes.get(sc.STEP_INDEX) or 0),
+                scan.correct.append(end)
+        stack.extend((k, attempt) for k in reversed(tree.kids(s)))
+    scan.generations.sort(key=lambda g: g.start_s)
+    if not scan.moments and step.attributes.get(sc.STEP_OUTCOME) == sc.StepOutcome.FINAL_ANSWER and scan.parse_ok_ends:
+        # Traces from tools that do not write agenttrace.parse.result: a step that ended in a final
+        # answer made its decision at the end of its last successful parse.
+        scan.moments.append(max(scan.parse_ok_ends))
+    return scan
+
+
+def _step_breakdown(tree: SpanTree, step: SpanRecord, memo: dict[int, Breakdown], parent: SpanRecord | None) -> dict[int, Breakdown]:
+    # A step that overflows its agent span (bad data) gets its own breakdown over its own interval,
+    # so its segments still sum to its wall time.
+    if parent is None or (parent.start_ns <= step.start_ns and step.end_ns <= parent.end_ns):
+        return memo
+    return breakdowns(tree, step)
+
+
+def step_figures(tree: SpanTree, step: SpanRecord, task_start: int, memo: dict[int, Breakdown],
+                 acceptance: list[tuple[str, AcceptanceStats]], parent: SpanRecord | None = None) -> tuple[StepFigures, _StepScan]:
+    """A step's figures (and the raw decision moments, for the task's figures)."""
+    memo = _step_breakdown(tree, step, memo, parent)
+    b = memo[id(step)]
+    index = int(step.attributes.get(sc.STEP_INDEX) or 0)
+    scan = _scan_step(tree, step, index, task_start, acceptance)
+    attempts = [k for k in tree.kids(step) if k.segment == sc.Segment.ATTEMPT]
+    retry = Breakdown()
+    for a in attempts:
+        if a.attributes.get(sc.ATTEMPT_OUTCOME, _OK) != _OK and id(a) in memo:
+            retry.add(memo[id(a)])
+    first = min(scan.moments) if scan.moments else None
+    correct = min(scan.correct) if scan.correct else None
+    figures = lean(StepFigures(
+        index=index,
         outcome=str(step.attributes.get(sc.STEP_OUTCOME, "unknown")),
         attempts=int(step.attributes.get(sc.STEP_ATTEMPTS) or len(attempts)),
         start_s=(step.start_ns - task_start) / NS,
         wall_s=step.duration_ns / NS,
         ttvtc_s=(first - step.start_ns) / NS if first is not None else None,
-        segments=segs,
-        retry_s=retry_s,
-        retry_segments=retry,
-        overlap_s=overlap,
-    )
-    return figures, moments, correct
+        segments=b.segments(),
+        retry_s=retry.total_ns() / NS,
+        retry_segments=retry.segments(),
+        overlap_s=sum(b.overlap_ns) / NS,
+        overlap_segments=b.overlap_segments(),
+        time_to_correct_action_s=(correct - step.start_ns) / NS if correct is not None else None,
+        generations=scan.generations,
+    ))
+    return figures, scan
 
 
-def task_figures(tree: SpanTree, agent: SpanRecord) -> TaskFigures:
+def _waterfall(tree: SpanTree, root: SpanRecord, start: int) -> list[WaterfallSpan]:
+    on_path = {id(sec.span) for sec in critical_path(tree, root)}
+    out = []
+    stack = [(root, 0)]
+    while stack:
+        s, depth = stack.pop()
+        attrs = {k: str(s.attributes[k]) for k in _TOOLTIP_KEYS if k in s.attributes}
+        out.append(WaterfallSpan(name=s.name, segment=s.segment or "other", depth=depth, start_s=(s.start_ns - start) / NS,
+                                 end_s=(s.end_ns - start) / NS, status=s.status, on_critical_path=id(s) in on_path,
+                                 attributes=attrs))
+        stack.extend((k, depth + 1) for k in reversed(tree.kids(s)))
+    return out
+
+
+def task_figures(tree: SpanTree, agent: SpanRecord, *, waterfall: bool = False) -> TaskAnalysis:
+    """The figures of one task (an agent span and its subtree)."""
+    memo = breakdowns(tree, agent)
+    b = memo[id(agent)]
     steps = [k for k in tree.kids(agent) if k.segment == sc.Segment.STEP]
+    return _assemble(tree, agent, steps, memo, b, agent.start_ns, agent.end_ns, partial=False, waterfall=waterfall)
+
+
+def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: dict[int, Breakdown], b: Breakdown,
+              start: int, end: int, *, partial: bool, waterfall: bool) -> TaskAnalysis:
+    acceptance: list[tuple[str, AcceptanceStats]] = []
     step_figs: list[StepFigures] = []
     moments: list[int] = []
     correct: list[int] = []
+    marks = False
     for st in steps:
-        f, m, c = step_figures(tree, st, agent.start_ns)
+        f, scan = step_figures(tree, st, start, memo, acceptance, None if partial else root)
         step_figs.append(f)
-        moments += m
-        correct += c
-    segs, _ = segment_times(tree, agent)
-    retry = SegmentTimes()
-    for f in step_figs:
-        retry.merge(f.retry_segments)
-    subtree = list(tree.walk(agent))
-    attempts = [s for s in subtree if s.segment == sc.Segment.ATTEMPT]
-    wall = agent.duration_ns / NS
+        moments += scan.moments
+        correct += scan.correct
+        marks = marks or scan.marks_correct
+    retry = sum_segments(f.retry_segments for f in step_figs)
+    attempts = [s for st in steps for s in tree.walk(st) if s.segment == sc.Segment.ATTEMPT]
+    wall = (end - start) / NS
     valid = len(moments)
-    a = agent.attributes
-    return TaskFigures(
-        trace_id=agent.trace_id,
-        task_id=str(a.get(sc.TASK_ID, agent.span_id)),
-        agent=str(a.get(sc.GEN_AI_AGENT_NAME, agent.name)),
-        run_label=agent.resource.get(sc.RUN_LABEL),
-        run_id=agent.resource.get(sc.RUN_ID),
+    a = root.attributes if not partial else {}
+    overlap = sum(b.overlap_ns) / NS
+    figures = lean(TaskFigures(
+        trace_id=root.trace_id,
+        task_id=str(a.get(sc.TASK_ID, root.span_id if not partial else f"{root.trace_id[:12]} (partial)")),
+        agent=str(a.get(sc.GEN_AI_AGENT_NAME, root.name if not partial else "?")),
+        run_label=root.resource.get(sc.RUN_LABEL),
+        run_id=root.resource.get(sc.RUN_ID),
         outcome=str(a.get(sc.TASK_OUTCOME, "unknown")),
         wall_s=wall,
-        ttvtc_s=(min(moments) - agent.start_ns) / NS if moments else None,
-        time_to_correct_action_s=(min(correct) - agent.start_ns) / NS if correct else None,
+        ttvtc_s=(min(moments) - start) / NS if moments else None,
+        time_to_correct_action_s=(min(correct) - start) / NS if correct else None,
         decisions_valid=valid,
         decisions_invalid=int(a.get(sc.DECISIONS_INVALID) or 0),
         decision_throughput=valid / wall if wall > 0 else 0.0,
         attempts=len(attempts),
         valid_attempts=sum(_attempt_valid(tree, at) for at in attempts),
-        segments=segs,
+        segments=b.segments(),
         retry_s=sum(f.retry_s for f in step_figs),
         retry_segments=retry,
-        speculation=_spec(s for s in subtree if s.segment == sc.Segment.GENERATION),
+        speculation=aggregate(g for f in step_figs for g in f.generations),
         steps=step_figs,
-    )
+        overlap_s=overlap,
+        overlap_segments=b.overlap_segments(),
+        partial=partial,
+        expects_correct_action=marks,
+    ))
+    if not partial and (overlap > 0 or waterfall):
+        figures.critical_path = [
+            PathSectionFigures(name=sec.span.name, segment=sec.span.segment or "other",
+                               start_s=(sec.start_ns - start) / NS, end_s=(sec.end_ns - start) / NS)
+            for sec in critical_path(tree, root)
+        ] if overlap > 0 else []
+        if waterfall:
+            figures.waterfall = _waterfall(tree, root, start)
+    return TaskAnalysis(figures, acceptance)
 
 
-def distribution(values: Iterable[float | None]) -> Distribution:
-    xs = np.array([v for v in values if v is not None], dtype=float)
-    if xs.size == 0:
-        return Distribution(count=0)
-    p50, p95, p99 = np.percentile(xs, [50, 95, 99])
-    return Distribution(count=int(xs.size), p50=float(p50), p95=float(p95), p99=float(p99) if xs.size >= 100 else None)
+def partial_tasks(tree: SpanTree) -> list[TaskAnalysis]:
+    """Tasks rebuilt from step spans whose agent span is missing, one per trace."""
+    by_trace: dict[str, list[SpanRecord]] = defaultdict(list)
+    for s in tree.orphans:
+        if s.segment == sc.Segment.STEP:
+            by_trace[s.trace_id].append(s)
+    out = []
+    for steps in by_trace.values():
+        steps.sort(key=lambda s: s.start_ns)
+        start, end = steps[0].start_ns, max(s.end_ns for s in steps)
+        memo: dict[int, Breakdown] = {}
+        total = Breakdown()
+        for st in steps:
+            memo.update(breakdowns(tree, st))
+            total.add(memo[id(st)])
+        total.ns[_OTHER] += max(0, (end - start) - sum(s.duration_ns for s in steps))  # gaps between steps: other
+        out.append(_assemble(tree, steps[0], steps, memo, total, start, end, partial=True, waterfall=False))
+    return out
 
 
-def _ratio(num: float, den: float) -> float | None:
-    return num / den if den else None
+def _inside_agent(tree: SpanTree, span: SpanRecord) -> bool:
+    parent = tree.parent(span)
+    while parent is not None:
+        if parent.segment == sc.Segment.AGENT:
+            return True
+        parent = tree.parent(parent)
+    return False
 
 
-def run_figures(tasks: list[TaskFigures]) -> RunFigures:
-    segs, spec = SegmentTimes(), SpecFigures()
-    for t in tasks:
-        segs.merge(t.segments)
-        spec.merge(t.speculation)
-    steps = [s for t in tasks for s in t.steps]
-    attempts = sum(t.attempts for t in tasks)
-    valid_attempts = sum(t.valid_attempts for t in tasks)
-    completed = sum(t.outcome == sc.TaskOutcome.COMPLETED for t in tasks)
-    retried = sum(s.attempts > 1 for s in steps)
-    wall = sum(t.wall_s for t in tasks)
-    return RunFigures(
-        tasks=len(tasks),
-        completed=completed,
-        completion_rate=_ratio(completed, len(tasks)),
-        attempts=attempts,
-        valid_attempts=valid_attempts,
-        validity_rate=_ratio(valid_attempts, attempts),
-        steps=len(steps),
-        steps_with_retry=retried,
-        retry_share=_ratio(retried, len(steps)),
-        decision_throughput=_ratio(sum(t.decisions_valid for t in tasks), wall),
-        task_wall=distribution(t.wall_s for t in tasks),
-        ttvtc=distribution(t.ttvtc_s for t in tasks),
-        step_wall=distribution(s.wall_s for s in steps),
-        segments=segs,
-        retry_s=sum(t.retry_s for t in tasks),
-        speculation=spec,
-    )
+def analyse(tree: SpanTree, *, waterfalls: int = 0) -> list[TaskAnalysis]:
+    """Every task in the tree, in start order: agent spans, then partial tasks. The first
+    `waterfalls` tasks carry their spans for a waterfall chart."""
+    agents = sorted((s for s in tree.by_id.values() if s.segment == sc.Segment.AGENT and not _inside_agent(tree, s)),
+                    key=lambda s: s.start_ns)
+    tasks = [task_figures(tree, a, waterfall=i < waterfalls) for i, a in enumerate(agents)]
+    return tasks + partial_tasks(tree)
 
 
-def build_report(spans: list[SpanRecord], sources: list[str], problems: list[str]) -> Report:
-    """Figures for every agent span (task) found among `spans`."""
+def build_report(spans: list[SpanRecord], sources: list[str], problems: list[str], *, waterfalls: int = 0) -> Report:
+    """Figures for every task found among `spans`: per task and step, per run label, the run as a
+    whole, and the speculation what-if. `waterfalls`: how many tasks keep their spans for charts."""
+    from agenttrace.report.runs import assemble_report
+
     tree = SpanTree(spans)
-    agents = [s for s in tree.by_id.values() if s.segment == sc.Segment.AGENT]
-    agents.sort(key=lambda s: s.start_ns)
-    tasks = [task_figures(tree, a) for a in agents]
-    return Report(sources=sources, problems=problems, run=run_figures(tasks), tasks=tasks)
+    tasks = analyse(tree, waterfalls=waterfalls)
+    partial = sum(t.figures.partial for t in tasks)
+    notes = list(tree.problems)
+    if partial:
+        notes.append(f"{partial} task(s) have no agent span (a truncated file?): built from their step spans, "
+                     "marked partial and left out of task-level rates and distributions")
+    return assemble_report(tasks, sources, [*problems, *notes])
 
 
-def report_from_files(paths: list[str]) -> Report:
-    """Load trace files or folders and compute their report."""
+def report_from_files(paths: list[str], *, waterfalls: int = 0) -> Report:
+    """Load trace files or folders (OTLP/JSON or Jaeger JSON) and compute their report."""
     loaded = load_spans(paths)
-    return build_report(loaded.spans, [str(p) for p in paths], loaded.problems)
+    return build_report(loaded.spans, [str(p) for p in paths], loaded.problems, waterfalls=waterfalls)
+
+
+def report_from_load(loaded: LoadResult, sources: list[str], *, waterfalls: int = 0) -> Report:
+    """The report of spans already loaded (from files, or from Jaeger's query API)."""
+    return build_report(loaded.spans, sources, loaded.problems, waterfalls=waterfalls)

@@ -6,7 +6,21 @@ schema is versioned by `Report.schema_version`; fields are only ever added.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from pydantic import BaseModel, Field, computed_field
+
+M = TypeVar("M", bound=BaseModel)
+# One set shared by the figures built in bulk (see `lean`).
+_SHARED_FIELDS_SET: set[str] = set()
+
+
+def lean(model: M) -> M:
+    """Drop the per-instance record of which fields were passed (pydantic keeps a set per model:
+    2 KB for a GenerationFigures, more than its values). Reports never dump with
+    `exclude_unset`, so nothing reads it; a 1M-span report builds ~10^5 models."""
+    object.__setattr__(model, "__pydantic_fields_set__", _SHARED_FIELDS_SET)
+    return model
 
 SEGMENT_FIELDS = (
     "prefill",
@@ -53,6 +67,10 @@ class SegmentTimes(BaseModel):
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
+    def is_zero(self) -> bool:
+        return not any(getattr(self, f) for f in SEGMENT_FIELDS)
+
+
 class SpecFigures(BaseModel):
     """Speculation and throughput over a set of generation spans."""
 
@@ -66,6 +84,8 @@ class SpecFigures(BaseModel):
     fallbacks: int = 0
     draft_s: float = 0.0
     verify_s: float = 0.0
+    prefill_s: float = Field(0.0, description="prefill time of these generations (s)")
+    num_speculative_tokens: int = Field(0, description="the largest k (agenttrace.spec.num_speculative_tokens) seen")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -85,8 +105,58 @@ class SpecFigures(BaseModel):
     def merge(self, other: SpecFigures) -> None:
         self.methods = sorted(set(self.methods) | set(other.methods))
         for f in ("generations", "output_tokens", "generation_s", "rounds", "draft_tokens", "accepted_tokens",
-                  "fallbacks", "draft_s", "verify_s"):
+                  "fallbacks", "draft_s", "verify_s", "prefill_s"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
+        self.num_speculative_tokens = max(self.num_speculative_tokens, other.num_speculative_tokens)
+
+
+class GenerationFigures(BaseModel):
+    """One generation span (a model call), with its speculation figures."""
+
+    step: int = Field(description="index of the step it belongs to (0 if outside a step)")
+    attempt: int = Field(description="index of the attempt it belongs to (0 if outside an attempt)")
+    start_s: float = Field(description="offset from the task's start (s)")
+    wall_s: float
+    model: str | None = None
+    method: str = Field("none", description="agenttrace.spec.method")
+    num_speculative_tokens: int = Field(0, description="k, or the maximum k when adaptive")
+    input_tokens: int = 0
+    output_tokens: int = 0
+    prefill_s: float = 0.0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    rounds: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    acceptance_rate: float | None = Field(None, description="accepted / drafted tokens")
+    mean_acceptance_length: float | None = Field(None, description="1 + accepted / rounds (with the bonus token)")
+    tokens_per_s: float | None = Field(None, description="output tokens over the generation's wall time")
+    decode_s_per_token: float | None = Field(
+        None, description="time after prefill per output token: (wall - prefill) / output tokens")
+    fallback: bool = False
+    fallback_reason: str | None = None
+
+
+class PathSectionFigures(BaseModel):
+    """A stretch of a task's critical path (as Jaeger's UI computes it): what the task waited for."""
+
+    name: str
+    segment: str
+    start_s: float = Field(description="offset from the task's start (s)")
+    end_s: float
+
+
+class WaterfallSpan(BaseModel):
+    """One span of a task, laid out for a waterfall chart."""
+
+    name: str
+    segment: str
+    depth: int
+    start_s: float = Field(description="offset from the task's start (s)")
+    end_s: float
+    status: str = "UNSET"
+    on_critical_path: bool = False
+    attributes: dict[str, str] = Field(default_factory=dict, description="a few attributes, as text, for tooltips")
 
 
 class StepFigures(BaseModel):
@@ -100,6 +170,11 @@ class StepFigures(BaseModel):
     retry_s: float  # wall time of this step's attempts whose outcome is not ok
     retry_segments: SegmentTimes
     overlap_s: float = 0.0  # time children ran in parallel (not on the critical path)
+    overlap_segments: SegmentTimes | None = Field(
+        None, description="the overlapped time by segment (off the critical path); None when there was none")
+    time_to_correct_action_s: float | None = Field(
+        None, description="step start -> first decision marked agenttrace.decision.correct=true in this step")
+    generations: list[GenerationFigures] = Field(default_factory=list)
 
 
 class TaskFigures(BaseModel):
@@ -122,6 +197,15 @@ class TaskFigures(BaseModel):
     retry_segments: SegmentTimes
     speculation: SpecFigures
     steps: list[StepFigures]
+    overlap_s: float = Field(0.0, description="time of parallel branches off the critical path (s)")
+    overlap_segments: SegmentTimes | None = Field(None, description="that time by segment; None when there was none")
+    partial: bool = Field(False, description="the agent span is missing (e.g. a truncated file): built from its "
+                                             "step spans, left out of task-level rates and distributions")
+    expects_correct_action: bool = Field(
+        False, description="some decision span carries agenttrace.decision.correct (the task states its expected call)")
+    critical_path: list[PathSectionFigures] = Field(
+        default_factory=list, description="the task's critical path, only where children overlap (else empty)")
+    waterfall: list[WaterfallSpan] | None = Field(None, description="the task's spans, when asked for (HTML report)")
 
 
 class Distribution(BaseModel):
@@ -129,6 +213,26 @@ class Distribution(BaseModel):
     p50: float | None = None
     p95: float | None = None
     p99: float | None = None  # only with 100 samples or more
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+
+class SegmentDistributions(BaseModel):
+    """Per-step time in each segment, as distributions across steps."""
+
+    prefill: Distribution
+    draft: Distribution
+    verify: Distribution
+    generation: Distribution
+    parse: Distribution
+    validation: Distribution
+    tool: Distribution
+    network: Distribution
+    memory: Distribution
+    compaction: Distribution
+    delegation: Distribution
+    other: Distribution
 
 
 class RunFigures(BaseModel):
@@ -148,6 +252,56 @@ class RunFigures(BaseModel):
     segments: SegmentTimes
     retry_s: float
     speculation: SpecFigures
+    label: str | None = Field(None, description="the agenttrace.run.label these figures cover (None: all tasks)")
+    partial_tasks: int = Field(0, description="tasks whose agent span is missing (not in task-level figures)")
+    retry_segments: SegmentTimes = Field(default_factory=SegmentTimes)
+    overlap_s: float = 0.0
+    overlap_segments: SegmentTimes = Field(default_factory=SegmentTimes)
+    step_ttvtc: Distribution = Field(default_factory=lambda: Distribution(count=0))
+    time_to_correct_action: Distribution = Field(default_factory=lambda: Distribution(count=0))
+    decision_throughput_per_task: Distribution = Field(default_factory=lambda: Distribution(count=0))
+    retry_per_step: Distribution = Field(default_factory=lambda: Distribution(count=0))
+    tokens_per_s: Distribution = Field(default_factory=lambda: Distribution(count=0),
+                                       description="per generation")
+    decode_s_per_token: Distribution = Field(default_factory=lambda: Distribution(count=0),
+                                             description="per generation")
+    acceptance_rate: Distribution = Field(default_factory=lambda: Distribution(count=0),
+                                          description="per speculative generation")
+    step_segments: SegmentDistributions | None = None
+    speculation_by_method: list[SpecFigures] = Field(default_factory=list, description="one per spec method")
+
+
+class SpeedupPoint(BaseModel):
+    k: int
+    speedup: float = Field(description="(1 - a^(k+1)) / ((1 - a)(k c + 1)), Leviathan et al. 2023")
+    tokens_per_round: float = Field(description="(1 - a^(k+1)) / (1 - a): expected tokens per target pass")
+
+
+class WhatIf(BaseModel):
+    """Speculation what-if for one drafter (spec method) in one run label."""
+
+    label: str | None
+    method: str
+    generations: int
+    rounds: int
+    draft_tokens: int
+    accepted_tokens: int
+    alpha: float | None = Field(description="estimated per-token acceptance probability")
+    alpha_estimator: str = Field(description="how alpha was estimated (see whatif.py)")
+    c: float | None = Field(description="draft cost per drafted token over the cost of one target (verify) pass")
+    draft_s_per_token: float | None
+    verify_s_per_round: float | None
+    actual_k: int
+    curve: list[SpeedupPoint]
+    best_k: int | None
+    best_speedup: float | None
+    speedup_at_actual_k: float | None
+    best_over_actual: float | None = Field(description="best_speedup / speedup_at_actual_k")
+    measured_mean_acceptance_length: float | None
+    predicted_mean_acceptance_length: float | None = Field(description="tokens_per_round at the actual k")
+    measured_speedup: float | None = Field(
+        None, description="decode time per token without speculation over with it, measured in this set")
+    measured_speedup_basis: str | None = None
 
 
 class Report(BaseModel):
@@ -156,3 +310,38 @@ class Report(BaseModel):
     problems: list[str]  # lines or spans that could not be used, with file and line
     run: RunFigures
     tasks: list[TaskFigures]
+    by_label: list[RunFigures] = Field(default_factory=list, description="the run figures per agenttrace.run.label")
+    whatif: list[WhatIf] = Field(default_factory=list, description="speculation what-if per label and drafter")
+
+
+class FigureComparison(BaseModel):
+    """One figure of two runs: median(b) / median(a) with its bootstrap interval and verdict."""
+
+    figure: str
+    unit: str
+    better: str = Field(description="'lower' or 'higher': which direction is a gain")
+    n_a: int
+    n_b: int
+    median_a: float | None
+    median_b: float | None
+    ratio: float | None = Field(description="median(b) / median(a)")
+    low: float | None = Field(description="lower end of the bootstrap interval of the ratio")
+    high: float | None
+    verdict: str = Field(description="gain, regression, noise (the interval contains 1.0) or n/a (no ratio)")
+
+
+class Comparison(BaseModel):
+    """`agenttrace compare A B`: B against A, figure by figure."""
+
+    schema_version: int = 1
+    a: str
+    b: str
+    a_sources: list[str]
+    b_sources: list[str]
+    seed: int
+    resamples: int
+    confidence: float
+    figures: list[FigureComparison]
+    a_run: RunFigures
+    b_run: RunFigures
+    problems: list[str] = Field(default_factory=list)

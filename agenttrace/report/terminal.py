@@ -5,7 +5,17 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from agenttrace.report.model import SEGMENT_FIELDS, Distribution, Report, SegmentTimes, SpecFigures, TaskFigures
+from agenttrace.report.model import (
+    SEGMENT_FIELDS,
+    Comparison,
+    Distribution,
+    Report,
+    RunFigures,
+    SegmentTimes,
+    SpecFigures,
+    TaskFigures,
+    WhatIf,
+)
 
 # Always shown (the issue's list); memory, compaction and delegation only when a task has them.
 _CORE = ("prefill", "draft", "verify", "generation", "parse", "validation", "tool", "network", "other")
@@ -59,9 +69,12 @@ def spec_line(spec: SpecFigures) -> str:
 def task_table(task: TaskFigures) -> Table:
     cols = _columns(task)
     label = f" [{task.run_label}]" if task.run_label else ""
-    title = f"task {task.task_id}{label}: {task.outcome}, {task.wall_s:.2f} s, TTVTC {ms(task.ttvtc_s)} ms"
+    partial = " (partial: agent span missing)" if task.partial else ""
+    title = f"task {task.task_id}{label}{partial}: {task.outcome}, {task.wall_s:.2f} s, TTVTC {ms(task.ttvtc_s)} ms"
     if task.time_to_correct_action_s is not None:
         title += f", correct action {ms(task.time_to_correct_action_s)} ms"
+    if task.overlap_s > 0:
+        title += f", {ms(task.overlap_s)} ms in parallel branches off the critical path"
     table = Table(title=title, title_justify="left", caption=spec_line(task.speculation), caption_justify="left")
     table.add_column("step", justify="right")
     table.add_column("outcome")
@@ -93,29 +106,86 @@ def _dist(d: Distribution) -> str:
     return f"{text} ms (n={d.count})"
 
 
-def summary_table(report: Report) -> Table:
-    r = report.run
-    t = Table(title="run summary", title_justify="left", show_header=False)
-    t.add_column("figure")
-    t.add_column("value")
-    t.add_row("tasks", f"{r.tasks} ({r.completed} completed, {_pct(r.completion_rate)})")
-    t.add_row("attempts valid", f"{r.valid_attempts}/{r.attempts} ({_pct(r.validity_rate)})")
-    t.add_row("steps needing a retry", f"{r.steps_with_retry}/{r.steps} ({_pct(r.retry_share)})")
-    t.add_row("time lost to failed attempts", f"{r.retry_s:.2f} s of {r.segments.total():.2f} s")
-    thr = "-" if r.decision_throughput is None else f"{r.decision_throughput:.3f} valid decisions/s"
-    t.add_row("decision throughput", thr)
-    t.add_row("time to valid tool call", _dist(r.ttvtc))
-    t.add_row("task time", _dist(r.task_wall))
-    t.add_row("step time", _dist(r.step_wall))
+def _summary_rows(r: RunFigures) -> list[tuple[str, str]]:
     total = r.segments.total() or 1.0
     shares = ", ".join(
-        f"{_HEADERS.get(f, f)} {100 * getattr(r.segments, f) / total:.0f}%"
-        for f in SEGMENT_FIELDS
-        if getattr(r.segments, f) > 0
+        f"{_HEADERS.get(f, f)} {100 * getattr(r.segments, f) / total:.0f}%" for f in SEGMENT_FIELDS if getattr(r.segments, f) > 0
     )
-    t.add_row("where the time went", shares or "-")
-    t.add_row("generation", spec_line(r.speculation))
+    thr = "-" if r.decision_throughput is None else f"{r.decision_throughput:.3f} valid decisions/s"
+    tasks = f"{r.tasks} ({r.completed} completed, {_pct(r.completion_rate)})"
+    if r.partial_tasks:
+        tasks += f" + {r.partial_tasks} partial"
+    rows = [
+        ("tasks", tasks),
+        ("attempts valid", f"{r.valid_attempts}/{r.attempts} ({_pct(r.validity_rate)})"),
+        ("steps needing a retry", f"{r.steps_with_retry}/{r.steps} ({_pct(r.retry_share)})"),
+        ("time lost to failed attempts", f"{r.retry_s:.2f} s of {r.segments.total():.2f} s"),
+        ("decision throughput", thr),
+        ("time to valid tool call (task)", _dist(r.ttvtc)),
+        ("time to valid tool call (step)", _dist(r.step_ttvtc)),
+        ("time to correct action", _dist(r.time_to_correct_action)),
+        ("task time", _dist(r.task_wall)),
+        ("step time", _dist(r.step_wall)),
+        ("decode time per token", _dist(r.decode_s_per_token)),
+        ("where the time went", shares or "-"),
+        ("generation", spec_line(r.speculation)),
+    ]
+    if r.overlap_s > 0:
+        rows.append(("in parallel, off the critical path", f"{r.overlap_s:.2f} s"))
+    return rows
+
+
+def summary_table(report: Report) -> Table:
+    """The run summary; with several run labels, one column per label."""
+    runs = report.by_label if len(report.by_label) > 1 else [report.run]
+    t = Table(title="run summary", title_justify="left", show_header=len(runs) > 1)
+    t.add_column("figure")
+    for r in runs:
+        t.add_column(r.label or "value")
+    columns = [_summary_rows(r) for r in runs]
+    for i, (name, _) in enumerate(columns[0]):
+        t.add_row(name, *(col[i][1] for col in columns))
     return t
+
+
+def whatif_table(whatifs: list[WhatIf]) -> Table:
+    """Expected speedup for k = 1..10 per drafter, and where the run's k stood."""
+    t = Table(title="speculation what-if (Leviathan et al. 2023: expected speedup by k)", title_justify="left")
+    for col in ("run", "drafter", "alpha", "c", "k", "S(k)", "best k", "S(best)", "best/actual", "measured"):
+        t.add_column(col, justify="right" if col not in ("run", "drafter") else "left")
+    for w in whatifs:
+        t.add_row(
+            w.label or "-", w.method, _num(w.alpha, 3), _num(w.c, 4), str(w.actual_k or "-"), _num(w.speedup_at_actual_k, 2),
+            str(w.best_k or "-"), _num(w.best_speedup, 2), _num(w.best_over_actual, 2), _num(w.measured_speedup, 2),
+        )
+    return t
+
+
+def _num(x: float | None, digits: int) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def comparison_table(c: Comparison) -> Table:
+    """Figure by figure: medians of A and B, ratio B/A with its interval, verdict."""
+    t = Table(title=f"{c.b} vs {c.a}: ratio of medians with a {c.confidence:.0%} bootstrap interval "
+                    f"({c.resamples} resamples, seed {c.seed})", title_justify="left")
+    for col in ("figure", f"{c.a} p50", f"{c.b} p50", "ratio", "interval", "n", "verdict"):
+        t.add_column(col, justify="left" if col in ("figure", "verdict") else "right")
+    styles = {"gain": "green", "regression": "red", "noise": "dim"}
+    for f in c.figures:
+        fmt = ms if f.unit == "s" else (lambda x: _num(x, 3))
+        unit = " ms" if f.unit == "s" else f" {f.unit}"
+        interval = "-" if f.low is None else f"{f.low:.2f}-{f.high:.2f}"
+        t.add_row(f.figure, fmt(f.median_a) + unit, fmt(f.median_b) + unit, _num(f.ratio, 2), interval,
+                  f"{f.n_a}/{f.n_b}", f.verdict, style=styles.get(f.verdict))
+    return t
+
+
+def render_comparison(c: Comparison, console: Console | None = None) -> None:
+    console = console or make_console()
+    for problem in c.problems:
+        console.print(f"[yellow]warning:[/] {problem}", highlight=False)
+    console.print(comparison_table(c))
 
 
 def make_console() -> Console:
@@ -138,3 +208,5 @@ def render_report(report: Report, console: Console | None = None, *, tasks: bool
         for task in report.tasks:
             console.print(task_table(task))
     console.print(summary_table(report))
+    if report.whatif:
+        console.print(whatif_table(report.whatif))

@@ -1,0 +1,270 @@
+"""`agenttrace bench report`: how long and how much memory loading and analysing a large trace
+takes. Generates synthetic traces of realistic shape (tasks of 1-4 steps, ~10% retried attempts,
+speculative generations with per-round events, parse / validation / tool / network spans, a few
+parallel tool calls), written as our exporter writes them (OTLP/JSON, 512 spans per line), then
+loads and analyses each in a fresh process and prints the sizes side by side.
+
+Target (issue 4): 1,000,000 spans in <= 60 s and <= 2 GB peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BATCH = 512  # spans per line, as the BatchSpanProcessor exports them
+TARGET_S_PER_MILLION = 60.0
+TARGET_MB = 2048.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="time and peak memory to load and analyse synthetic traces (default 100k and 1M spans)")
+    p.add_argument("--spans", type=int, nargs="+", default=[100_000, 1_000_000], help="trace sizes to measure")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--keep", metavar="DIR", help="keep the generated traces in DIR")
+    p.set_defaults(func=run)
+
+
+def _attr(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        v = {"boolValue": value}
+    elif isinstance(value, int):
+        v = {"intValue": str(value)}
+    elif isinstance(value, float):
+        v = {"doubleValue": value}
+    else:
+        v = {"stringValue": str(value)}
+    return json.dumps({"key": key, "value": v}, separators=(",", ":"))
+
+
+class _Writer:
+    """Writes spans as OTLP/JSON lines of BATCH spans each, one resource (run label) per line."""
+
+    def __init__(self, path: Path, labels: tuple[str, ...]) -> None:
+        self.f = path.open("w", encoding="utf-8")
+        self.heads = {}
+        for label in labels:
+            res = ",".join(_attr(k, v) for k, v in (("service.name", "bench-agent"), ("agenttrace.run.label", label),
+                                                    ("agenttrace.run.id", f"bench-{label}")))
+            self.heads[label] = ('{"resourceSpans":[{"resource":{"attributes":[' + res + ']},"scopeSpans":[{"scope":'
+                                 '{"name":"agenttrace","version":"0.1.0"},"spans":[')
+        self.bufs: dict[str, list[str]] = {label: [] for label in labels}
+        self.label = labels[0]
+        self.count = 0
+        self.next_id = 1
+
+    def new_id(self) -> str:
+        self.next_id += 1
+        return f"{self.next_id - 1:016x}"
+
+    def raw(self, text: str) -> None:
+        buf = self.bufs[self.label]
+        buf.append(text)
+        self.count += 1
+        if len(buf) == BATCH:
+            self.flush(self.label)
+
+    def span(self, trace: str, parent: str | None, name: str, segment: str, start: int, end: int,
+             attrs: tuple[tuple[str, object], ...] = (), events: str = "", sid: str | None = None) -> str:
+        sid = sid or self.new_id()
+        attributes = ",".join([_attr("agenttrace.segment", segment), *(_attr(k, v) for k, v in attrs)])
+        parent_field = f',"parentSpanId":"{parent}"' if parent else ""
+        self.raw(
+            f'{{"traceId":"{trace}","spanId":"{sid}"{parent_field},"flags":256,"name":"{name}","kind":1,'
+            f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{end}","attributes":[{attributes}],'
+            f'"events":[{events}],"status":{{}}}}'
+        )
+        return sid
+
+    def flush(self, label: str) -> None:
+        buf = self.bufs[label]
+        if buf:
+            self.f.write(self.heads[label] + ",".join(buf) + "]}]}]}\n")
+            buf.clear()
+
+    def close(self) -> None:
+        for label in self.bufs:
+            self.flush(label)
+        self.f.close()
+
+
+def _rounds(rng: random.Random, t: int, n: int, k: int) -> tuple[str, int, int, float, float, int]:
+    events, acc_total, drafted_total, draft_s, verify_s = [], 0, 0, 0.0, 0.0
+    for _ in range(n):
+        d = k if rng.random() < 0.8 else rng.randint(0, k)
+        a = 0
+        while a < d and rng.random() < 0.7:
+            a += 1
+        ds, vs = rng.uniform(1e-5, 3e-5), rng.uniform(0.02, 0.04)
+        t += int((ds + vs) * 1e9)
+        attrs = ",".join((_attr("drafted", d), _attr("accepted", a), _attr("draft_s", ds), _attr("verify_s", vs)))
+        events.append(f'{{"timeUnixNano":"{t}","name":"speculate.round","attributes":[{attrs}]}}')
+        acc_total, drafted_total, draft_s, verify_s = acc_total + a, drafted_total + d, draft_s + ds, verify_s + vs
+    return ",".join(events), acc_total, drafted_total, draft_s, verify_s, t
+
+
+def _generation(w: _Writer, rng: random.Random, trace: str, parent: str, t: int, speculative: bool) -> int:
+    prefill = int(rng.uniform(0.05, 0.3) * 1e9)
+    out_tokens = rng.randint(8, 60)
+    attrs: list[tuple[str, object]] = [("gen_ai.operation.name", "chat"), ("gen_ai.request.model", "bench-model"),
+                                       ("gen_ai.usage.input_tokens", rng.randint(200, 900)),
+                                       ("gen_ai.usage.output_tokens", out_tokens)]
+    events, end = "", t + prefill
+    if speculative:
+        k = 3
+        events, acc, drafted, ds, vs, end = _rounds(rng, t + prefill, max(1, out_tokens // 3), k)
+        attrs += [("agenttrace.spec.method", "prompt_lookup"), ("agenttrace.spec.num_speculative_tokens", k),
+                  ("agenttrace.spec.rounds", max(1, out_tokens // 3)), ("agenttrace.spec.draft_tokens", drafted),
+                  ("agenttrace.spec.accepted_tokens", acc), ("agenttrace.spec.draft_s", ds), ("agenttrace.spec.verify_s", vs),
+                  ("agenttrace.spec.prefill_s", prefill / 1e9)]
+    else:
+        end += int(out_tokens * rng.uniform(0.02, 0.04) * 1e9)
+        attrs.append(("agenttrace.spec.method", "none"))
+    end += 100_000
+    gen = w.span(trace, parent, "chat bench-model", "generation", t, end, tuple(attrs), events)
+    w.span(trace, gen, "prefill", "prefill", t, t + prefill, (("agenttrace.tokens", 500),))
+    return end
+
+
+def _attempt(w: _Writer, rng: random.Random, trace: str, step: str, index: int, t: int, final: bool, fail: bool,
+             speculative: bool) -> int:
+    start = t
+    attempt_id = w.new_id()
+    t = _generation(w, rng, trace, attempt_id, t + 50_000, speculative)
+    result = "final_answer" if final else "tool_call"
+    ok_parse = not (fail and rng.random() < 0.5)
+    w.span(trace, attempt_id, "parse_tool_call", "parse", t, t + 120_000,
+           (("agenttrace.parse.ok", ok_parse), ("agenttrace.parse.result", result) if ok_parse else ("error.type", "parse_error")))
+    t += 120_000
+    outcome = "ok" if not fail else ("parse_error" if not ok_parse else "validation_error")
+    if ok_parse and not final:
+        valid = not fail
+        w.span(trace, attempt_id, "validate_arguments weather", "validation", t, t + 200_000,
+               (("gen_ai.tool.name", "weather"), ("agenttrace.validation.ok", valid), ("agenttrace.decision.correct", valid)))
+        t += 200_000
+        if valid:
+            parallel = rng.random() < 0.05
+            for i in range(2 if parallel else 1):
+                ts = t + i * 300_000
+                te = ts + int(rng.uniform(0.001, 0.2) * 1e9)
+                tool = w.span(trace, attempt_id, "execute_tool weather", "tool", ts, te, (("gen_ai.tool.name", "weather"),))
+                if rng.random() < 0.5:
+                    w.span(trace, tool, "GET", "network", ts + 100_000, te - 100_000, (("http.request.method", "GET"),))
+                end_tools = te if i == 0 else max(end_tools, te)
+            t = end_tools
+    t += 30_000
+    w.span(trace, step, f"attempt {index}", "attempt", start, t,
+           (("agenttrace.attempt.index", index), ("agenttrace.attempt.outcome", outcome)), sid=attempt_id)
+    return t
+
+
+def generate(path: Path, spans: int, seed: int = 0) -> int:
+    """Write a synthetic trace of about `spans` spans (two run labels, half each); returns the
+    number of spans written."""
+    rng = random.Random(seed)
+    w = _Writer(path, ("baseline", "speculative"))
+    t = 1_700_000_000_000_000_000
+    task = 0
+    while w.count < spans:
+        task += 1
+        speculative = task % 2 == 0
+        w.label = "speculative" if speculative else "baseline"
+        trace = f"{rng.getrandbits(128):032x}"
+        agent_id = w.new_id()
+        start = t
+        n_steps = rng.choices((1, 2, 3, 4), weights=(2, 5, 2, 1))[0]
+        for s in range(1, n_steps + 1):
+            step_id = w.new_id()
+            step_start = t
+            final = s == n_steps
+            attempts = 2 if rng.random() < 0.1 else 1
+            for a in range(1, attempts + 1):
+                t = _attempt(w, rng, trace, step_id, a, t, final, a < attempts, speculative)
+            t += 20_000
+            w.span(trace, agent_id, f"agent_step {s}", "step", step_start, t,
+                   (("agenttrace.step.index", s), ("agenttrace.step.outcome", "final_answer" if final else "tool_call"),
+                    ("agenttrace.step.attempts", attempts)), sid=step_id)
+        t += 10_000
+        w.span(trace, None, "invoke_agent bench", "agent", start, t,
+               (("gen_ai.operation.name", "invoke_agent"), ("gen_ai.agent.name", "bench"), ("agenttrace.task.id", f"task-{task}"),
+                ("agenttrace.task.outcome", "completed"), ("agenttrace.steps", n_steps)), sid=agent_id)
+        t += 1_000_000
+    w.close()
+    return w.count
+
+
+def measure(path: str) -> dict[str, float]:
+    """Load and analyse one trace file in this process: seconds per phase and peak RSS."""
+    from agenttrace.report.figures import build_report
+    from agenttrace.tracedata import load_spans
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    loaded = load_spans([path])
+    t1, c1 = time.perf_counter(), time.process_time()
+    report = build_report(loaded.spans, [path], loaded.problems)
+    t2, c2 = time.perf_counter(), time.process_time()
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    return {"spans": len(loaded.spans), "tasks": len(report.tasks), "load_s": t1 - t0, "analyse_s": t2 - t1,
+            "cpu_s": c2 - c0, "peak_mb": peak_mb, "problems": len(report.problems)}
+
+
+@dataclass
+class Row:
+    spans: int
+    file_mb: float
+    tasks: int
+    load_s: float
+    analyse_s: float
+    peak_mb: float
+    cpu_s: float
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="agenttrace-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    console = Console(width=max(150, Console().width))
+    for n in args.spans:
+        path = folder / f"synthetic-{n}.jsonl"
+        t0 = time.perf_counter()
+        written = generate(path, n, args.seed)
+        console.print(f"generated {written} spans ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
+        proc = subprocess.run([sys.executable, "-m", "agenttrace.bench.report", str(path)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            console.print(f"[red]measuring {path} failed:[/]\n{proc.stderr[-3000:]}")
+            return 1
+        m = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(Row(int(m["spans"]), path.stat().st_size / 1e6, int(m["tasks"]), m["load_s"], m["analyse_s"], m["peak_mb"], m["cpu_s"]))
+        if not args.keep:
+            os.remove(path)
+    table = Table(title="load and analyse a trace (fresh process per size; target: 1M spans in <= 60 s, <= 2 GB)",
+                  title_justify="left")
+    for col in ("spans", "file MB", "tasks", "load s", "analyse s", "total s", "CPU s", "us/span", "peak MB",
+                "time / target", "memory / target"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        total = r.load_s + r.analyse_s
+        scale = r.spans / 1e6
+        table.add_row(f"{r.spans:,}", f"{r.file_mb:.0f}", f"{r.tasks:,}", f"{r.load_s:.1f}", f"{r.analyse_s:.1f}", f"{total:.1f}", f"{r.cpu_s:.1f}",
+                      f"{1e6 * total / r.spans:.1f}", f"{r.peak_mb:.0f}", f"{total / (TARGET_S_PER_MILLION * scale):.2f}",
+                      f"{r.peak_mb / TARGET_MB:.2f}" if r.spans >= 1_000_000 else "-")
+    console.print(table)
+    if not args.keep:
+        folder.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(sys.argv[1])))

@@ -1,0 +1,143 @@
+"""The report as one self-contained HTML page: inline CSS, inline SVG charts, a few lines of
+script to choose the task of the waterfall; no network resources, so it opens offline and can be
+attached to a ticket. Trace text is escaped everywhere (charts.esc).
+
+Sections: summary (per run label), waterfall of one task's spans (choose the task), stacked
+segment bars across steps, latency distributions, speculation what-if, and the comparison view
+(B against A) when a comparison is given or the report holds exactly two run labels.
+"""
+
+from __future__ import annotations
+
+from agenttrace.report import charts
+from agenttrace.report.charts import esc
+from agenttrace.report.model import Comparison, Report, TaskFigures
+from agenttrace.report.terminal import _summary_rows, ms
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1180px}
+h1{font-size:22px}h2{font-size:17px;margin-top:32px;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left}.gain{color:#2e7d32;font-weight:600}.regression{color:#c62828;font-weight:600}
+.noise{color:#757575}.problems li{font-family:monospace;font-size:12px}.note{color:#555;font-size:13px}
+select{font-size:13px;margin:6px 0}
+"""
+
+_SCRIPT = """
+(function () {
+  var select = document.getElementById('task-select');
+  if (!select) { return; }
+  select.addEventListener('change', function () {
+    var charts = document.querySelectorAll('svg.waterfall');
+    for (var i = 0; i < charts.length; i++) {
+      charts[i].style.display = charts[i].getAttribute('data-task') === select.value ? '' : 'none';
+    }
+  });
+})();
+"""
+
+
+def _summary(report: Report) -> str:
+    runs = report.by_label if len(report.by_label) > 1 else [report.run]
+    columns = [_summary_rows(r) for r in runs]
+    head = "".join(f"<th>{esc(r.label or 'value')}</th>" for r in runs)
+    rows = "".join(f"<tr><td>{esc(name)}</td>" + "".join(f"<td>{esc(col[i][1])}</td>" for col in columns) + "</tr>"
+                   for i, (name, _) in enumerate(columns[0]))
+    return f'<table class="summary"><tr><th>figure</th>{head}</tr>{rows}</table>'
+
+
+def _task_option(i: int, t: TaskFigures) -> str:
+    label = f"{t.task_id}" + (f" [{t.run_label}]" if t.run_label else "") + f" - {t.outcome}, {ms(t.wall_s)} ms"
+    return f'<option value="{i}">{esc(label)}</option>'
+
+
+def _waterfalls(report: Report) -> str:
+    tasks = [t for t in report.tasks if t.waterfall]
+    if not tasks:
+        return '<p class="note">No task carries its spans (run with --waterfalls N).</p>'
+    options = "".join(_task_option(i, t) for i, t in enumerate(tasks))
+    note = ('<p class="note">One bar per span, coloured by segment; outlined bars are on the critical path as '
+            "Jaeger's UI computes it. Hover for details.</p>")
+    return (f'<label>task: <select id="task-select">{options}</select></label>{note}'
+            + "".join(charts.waterfall(t, i) for i, t in enumerate(tasks)))
+
+
+def _distribution_rows(report: Report) -> list[tuple[str, list[float]]]:
+    labels = list(dict.fromkeys(t.run_label for t in report.tasks))
+    rows = []
+    for name, get in (
+        ("time to valid tool call (task)", lambda ts: [t.ttvtc_s for t in ts if not t.partial]),
+        ("task wall time", lambda ts: [t.wall_s for t in ts if not t.partial]),
+        ("step wall time", lambda ts: [s.wall_s for t in ts for s in t.steps]),
+        ("time to valid tool call (step)", lambda ts: [s.ttvtc_s for t in ts for s in t.steps]),
+    ):
+        for lab in labels:
+            values = [v for v in get([t for t in report.tasks if t.run_label == lab]) if v is not None]
+            rows.append((f"{name}" + (f" [{lab}]" if lab else ""), values))
+    return rows
+
+
+def _whatif(report: Report) -> str:
+    if not report.whatif:
+        return '<p class="note">No speculative generations in these traces.</p>'
+    rows = "".join(
+        f"<tr><td>{esc(w.label or '-')}</td><td>{esc(w.method)}</td><td>{_f(w.alpha, 3)}</td><td>{_f(w.c, 4)}</td>"
+        f"<td>{w.actual_k or '-'}</td><td>{_f(w.speedup_at_actual_k, 2)}</td><td>{w.best_k or '-'}</td>"
+        f"<td>{_f(w.best_speedup, 2)}</td><td>{_f(w.measured_speedup, 2)}</td></tr>"
+        for w in report.whatif
+    )
+    table = ("<table><tr><th>run</th><th>drafter</th><th>alpha</th><th>c</th><th>k</th><th>S(k)</th><th>best k</th>"
+             f"<th>S(best)</th><th>measured</th></tr>{rows}</table>")
+    note = ('<p class="note">S(k) = (1 - a<sup>k+1</sup>) / ((1 - a)(k c + 1)) (Leviathan et al. 2023): a is the '
+            "per-token acceptance (maximum likelihood over rounds), c the draft cost per token over one verify pass.</p>")
+    return note + table + charts.whatif_curves(report.whatif)
+
+
+def _f(x: float | None, digits: int) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _comparison(c: Comparison) -> str:
+    rows = "".join(
+        f'<tr><td>{esc(f.figure)}</td><td>{_f(f.median_a, 4)}</td><td>{_f(f.median_b, 4)}</td><td>{_f(f.ratio, 3)}</td>'
+        f'<td>{"-" if f.low is None else f"{f.low:.3f} - {f.high:.3f}"}</td><td>{f.n_a}/{f.n_b}</td>'
+        f'<td class="{esc(f.verdict)}">{esc(f.verdict)}</td></tr>'
+        for f in c.figures
+    )
+    head = (f'<p class="note">{esc(c.b)} against {esc(c.a)}: ratio of medians with a {c.confidence:.0%} bootstrap '
+            f"interval ({c.resamples} resamples, seed {c.seed}); an interval containing 1.0 is noise.</p>")
+    table = (f"<table><tr><th>figure</th><th>{esc(c.a)} p50</th><th>{esc(c.b)} p50</th><th>ratio</th><th>interval</th>"
+             f"<th>n</th><th>verdict</th></tr>{rows}</table>")
+    return head + charts.comparison(c) + table
+
+
+def report_html(report: Report, comparison: Comparison | None = None) -> str:
+    """The whole page. Without `comparison`, a report holding exactly two run labels is compared
+    (second label against the first)."""
+    if comparison is None:
+        labels = [r.label for r in report.by_label if r.label is not None]
+        if len(report.by_label) == 2 and len(labels) == 2:
+            from agenttrace.report.compare import compare_labels
+
+            comparison = compare_labels(report, labels[0], labels[1])
+    sections = [
+        ("Summary", _summary(report)),
+        ("Waterfall of one task", _waterfalls(report)),
+        ("Where the time went, step by step",
+         '<p class="note">Mean time per segment for each step index (per run label).</p>' + charts.segment_bars(report.tasks)),
+        ("Latency distributions", '<p class="note">One dot per task or step; the band spans p50 to p95.</p>'
+         + charts.distributions(_distribution_rows(report))),
+        ("Speculation what-if", _whatif(report)),
+    ]
+    if comparison is not None:
+        sections.append((f"Comparison: {comparison.b} vs {comparison.a}", _comparison(comparison)))
+    if report.problems:
+        items = "".join(f"<li>{esc(p)}</li>" for p in report.problems)
+        sections.append(("Problems met while reading", f'<ul class="problems">{items}</ul>'))
+    body = "".join(f'<section><h2>{esc(title)}</h2>{html}</section>' for title, html in sections)
+    sources = ", ".join(esc(s) for s in report.sources)
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>agenttrace report</title>'
+        f"<style>{_CSS}</style></head><body><h1>agenttrace report</h1>"
+        f'<p class="note">{len(report.tasks)} tasks from {sources}</p>{body}<script>{_SCRIPT}</script></body></html>'
+    )

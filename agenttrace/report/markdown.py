@@ -1,0 +1,91 @@
+"""The report and the comparison as Markdown (GitHub-flavoured tables), for PRs and notes."""
+
+from __future__ import annotations
+
+from agenttrace.report.model import SEGMENT_FIELDS, Comparison, Distribution, Report, TaskFigures, WhatIf
+from agenttrace.report.terminal import _HEADERS, _summary_rows, ms, spec_line
+
+
+def _cell(text: object) -> str:
+    """Table-safe text: pipes escaped, no newlines, no raw HTML."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _table(header: list[str], rows: list[list[str]], right_from: int = 1) -> list[str]:
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    out = ["| " + " | ".join(_cell(h) for h in header) + " |", "| " + " | ".join(align) + " |"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _task(task: TaskFigures) -> list[str]:
+    cols = [f for f in SEGMENT_FIELDS if getattr(task.segments, f) > 0]
+    title = f"### task {task.task_id}" + (f" [{task.run_label}]" if task.run_label else "")
+    lines = [title, "", f"{task.outcome}, {task.wall_s:.2f} s, time to valid tool call {ms(task.ttvtc_s)} ms"
+             + (f", correct action {ms(task.time_to_correct_action_s)} ms" if task.time_to_correct_action_s is not None else "")
+             + (f", {ms(task.overlap_s)} ms in parallel off the critical path" if task.overlap_s > 0 else "")
+             + (" (partial: agent span missing)" if task.partial else ""), ""]
+    header = ["step", "outcome", "attempts", "wall ms", "TTVTC ms", *(f"{_HEADERS.get(c, c)} ms" for c in cols), "retry ms"]
+    rows = [[str(s.index), s.outcome, str(s.attempts), ms(s.wall_s), ms(s.ttvtc_s),
+             *(ms(getattr(s.segments, c)) for c in cols), ms(s.retry_s)] for s in task.steps]
+    rows.append(["task", task.outcome, str(task.attempts), ms(task.wall_s), ms(task.ttvtc_s),
+                 *(ms(getattr(task.segments, c)) for c in cols), ms(task.retry_s)])
+    return [*lines, *_table(header, rows, right_from=2), "", spec_line(task.speculation), ""]
+
+
+def _whatif(ws: list[WhatIf]) -> list[str]:
+    out = ["## Speculation what-if", "",
+           "Expected speedup S(k) = (1 - a^(k+1)) / ((1 - a)(k c + 1)) (Leviathan et al. 2023), from the measured "
+           "per-token acceptance a and draft/verify cost ratio c.", ""]
+    rows = []
+    for w in ws:
+        curve = " ".join(f"{p.k}:{p.speedup:.2f}" for p in w.curve) or "-"
+        rows.append([w.label or "-", w.method, _f(w.alpha, 3), _f(w.c, 4), str(w.actual_k or "-"),
+                     _f(w.speedup_at_actual_k, 2), str(w.best_k or "-"), _f(w.best_speedup, 2), _f(w.measured_speedup, 2), curve])
+    return [*out, *_table(["run", "drafter", "alpha", "c", "k", "S(k)", "best k", "S(best)", "measured", "S by k"], rows, 2), ""]
+
+
+def _f(x: float | None, digits: int) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _dist(d: Distribution) -> str:
+    if not d.count:
+        return "-"
+    return f"p50 {ms(d.p50)} / p95 {ms(d.p95)}" + (f" / p99 {ms(d.p99)}" if d.p99 is not None else "") + f" ms (n={d.count})"
+
+
+def report_markdown(report: Report, *, tasks: bool = True) -> str:
+    """The whole report: per-task step tables (unless `tasks` is False), the run summary (one
+    column per run label), the what-if, and the problems met while reading."""
+    out = ["# agenttrace report", "", "Sources: " + ", ".join(f"`{_cell(s)}`" for s in report.sources), ""]
+    if tasks:
+        out += ["## Tasks", ""]
+        for t in report.tasks:
+            out += _task(t)
+    runs = report.by_label if len(report.by_label) > 1 else [report.run]
+    columns = [_summary_rows(r) for r in runs]
+    rows = [[name, *(col[i][1] for col in columns)] for i, (name, _) in enumerate(columns[0])]
+    out += ["## Run summary", "", *_table(["figure", *(r.label or "value" for r in runs)], rows, right_from=99), ""]
+    if report.whatif:
+        out += _whatif(report.whatif)
+    if report.problems:
+        out += ["## Problems met while reading", "", *(f"- {_cell(p)}" for p in report.problems), ""]
+    return "\n".join(out)
+
+
+def comparison_markdown(c: Comparison) -> str:
+    """B against A: ratio of medians with its bootstrap interval and verdict, per figure."""
+    rows = []
+    for f in c.figures:
+        fmt = (lambda x: ms(x) + " ms") if f.unit == "s" else (lambda x: _f(x, 3))
+        interval = "-" if f.low is None else f"{f.low:.2f} - {f.high:.2f}"
+        rows.append([f.figure, fmt(f.median_a), fmt(f.median_b), _f(f.ratio, 2), interval, f"{f.n_a}/{f.n_b}",
+                     f"**{f.verdict}**" if f.verdict in ("gain", "regression") else f.verdict])
+    out = [f"# {c.b} vs {c.a}", "",
+           f"Ratio of medians ({c.b} / {c.a}) with a {c.confidence:.0%} bootstrap interval ({c.resamples} resamples, "
+           f"seed {c.seed}); an interval containing 1.0 is noise.", "",
+           *_table(["figure", f"{c.a} p50", f"{c.b} p50", "ratio", "interval", "n", "verdict"], rows), ""]
+    if c.problems:
+        out += ["## Problems met while reading", "", *(f"- {_cell(p)}" for p in c.problems), ""]
+    return "\n".join(out)

@@ -1,0 +1,176 @@
+"""Speculation figures of generation spans: per generation, and the acceptance statistics the
+what-if needs (`AcceptanceStats`), read from whatever the trace has.
+
+Per-round data comes from the `speculate.round` events (default detail) or the
+`speculate.draft` / `speculate.verify` child spans (detail `fine`); traces from other tools may
+carry only the `agenttrace.spec.*` totals on the generation span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from agenttrace import semconv as sc
+from agenttrace.report.model import GenerationFigures, SpecFigures, lean
+from agenttrace.report.tree import SpanTree
+from agenttrace.tracedata import SpanRecord
+
+NS = 1e9
+
+# How alpha was estimated, best first (see AcceptanceStats).
+ESTIMATOR_ROUNDS = "rounds"
+ESTIMATOR_POSITIONS = "positions"
+ESTIMATOR_RATIO = "accepted/drafted"
+_RANK = {ESTIMATOR_ROUNDS: 0, ESTIMATOR_POSITIONS: 1, ESTIMATOR_RATIO: 2}
+
+
+@dataclass(slots=True)
+class AcceptanceStats:
+    """Sufficient statistics for the per-token acceptance probability alpha.
+
+    Under the i.i.d. model of Leviathan et al. each drafted token is accepted with probability
+    alpha until the first rejection, and the tokens after it are never judged. A round that drafted
+    d and accepted a < d shows a acceptances and one rejection; a = d shows d acceptances. The
+    maximum-likelihood estimate is accepted / (accepted + rejections). (accepted / drafted counts
+    the unjudged tokens as rejected and underestimates alpha.)
+
+    `estimator` says where the rejections came from: "rounds" (per-round data), "positions"
+    (`acceptance_per_position`: rejections = rounds - rounds that accepted position k, exact when
+    every round drafted k), or "accepted/drafted" (only totals: rejections = drafted - accepted).
+    """
+
+    accepted: int = 0
+    rejections: int = 0
+    draft_tokens: int = 0
+    rounds: int = 0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    estimator: str = ESTIMATOR_ROUNDS
+
+    def merge(self, other: AcceptanceStats) -> None:
+        self.accepted += other.accepted
+        self.rejections += other.rejections
+        self.draft_tokens += other.draft_tokens
+        self.rounds += other.rounds
+        self.draft_s += other.draft_s
+        self.verify_s += other.verify_s
+        if _RANK[other.estimator] > _RANK[self.estimator]:
+            self.estimator = other.estimator
+
+    @property
+    def alpha(self) -> float | None:
+        judged = self.accepted + self.rejections
+        return self.accepted / judged if judged else None
+
+
+def _num(attrs: dict, key: str) -> float:
+    value = attrs.get(key)
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def rounds_of(tree: SpanTree, gen: SpanRecord) -> list[tuple[int, int]]:
+    """(drafted, accepted) per speculation round, from events or fine-detail child spans."""
+    rounds = [
+        (int(e.get(sc.ROUND_DRAFTED) or 0), int(e.get(sc.ROUND_ACCEPTED) or 0))
+        for e in gen.events
+        if e.name == sc.EVENT_SPECULATE_ROUND
+    ]
+    if rounds:
+        return rounds
+    drafted: list[int] = []
+    accepted: list[int] = []
+    for c in tree.kids(gen):
+        if c.segment == sc.Segment.DRAFT:
+            drafted.append(int(c.attributes.get(sc.SPEC_DRAFTED) or 0))
+        elif c.segment == sc.Segment.VERIFY:
+            accepted.append(int(c.attributes.get(sc.SPEC_ACCEPTED) or 0))
+    return list(zip(drafted, accepted, strict=False))
+
+
+def acceptance_stats(tree: SpanTree, gen: SpanRecord) -> AcceptanceStats:
+    """What this generation tells about alpha and the draft / verify costs."""
+    a = gen.attributes
+    stats = AcceptanceStats(
+        draft_tokens=int(_num(a, sc.SPEC_DRAFT_TOKENS)), rounds=int(_num(a, sc.SPEC_ROUNDS)),
+        draft_s=_num(a, sc.SPEC_DRAFT_S), verify_s=_num(a, sc.SPEC_VERIFY_S),
+    )
+    rounds = rounds_of(tree, gen)
+    if rounds:
+        stats.accepted = sum(acc for _, acc in rounds)
+        stats.rejections = sum(1 for d, acc in rounds if 0 < d and acc < d)
+        stats.draft_tokens = stats.draft_tokens or sum(d for d, _ in rounds)
+        stats.rounds = stats.rounds or len(rounds)
+        return stats
+    stats.accepted = int(_num(a, sc.SPEC_ACCEPTED_TOKENS))
+    positions = a.get(sc.SPEC_ACCEPTANCE_PER_POSITION)
+    k = int(_num(a, sc.SPEC_NUM_SPECULATIVE_TOKENS))
+    if isinstance(positions, list) and k and len(positions) >= k and stats.rounds:
+        stats.rejections = max(0, stats.rounds - int(positions[k - 1]))
+        stats.estimator = ESTIMATOR_POSITIONS
+    else:
+        stats.rejections = max(0, stats.draft_tokens - stats.accepted)
+        stats.estimator = ESTIMATOR_RATIO
+    return stats
+
+
+def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int, task_start: int) -> GenerationFigures:
+    """The figures of one generation span (SPANS.md, `agenttrace.spec.*`)."""
+    a = gen.attributes
+    wall = gen.duration_ns / NS
+    prefill = _num(a, sc.SPEC_PREFILL_S)
+    if not prefill:
+        prefill = sum(c.duration_ns for c in tree.kids(gen) if c.segment == sc.Segment.PREFILL) / NS
+    out_tokens = int(_num(a, sc.GEN_AI_USAGE_OUTPUT_TOKENS))
+    rounds = int(_num(a, sc.SPEC_ROUNDS))
+    drafted = int(_num(a, sc.SPEC_DRAFT_TOKENS))
+    accepted = int(_num(a, sc.SPEC_ACCEPTED_TOKENS))
+    reason = a.get(sc.SPEC_FALLBACK_REASON)
+    return lean(GenerationFigures(
+        step=step,
+        attempt=attempt,
+        start_s=(gen.start_ns - task_start) / NS,
+        wall_s=wall,
+        model=str(a[sc.GEN_AI_REQUEST_MODEL]) if a.get(sc.GEN_AI_REQUEST_MODEL) is not None else None,
+        method=str(a.get(sc.SPEC_METHOD) or "none"),
+        num_speculative_tokens=int(_num(a, sc.SPEC_NUM_SPECULATIVE_TOKENS)),
+        input_tokens=int(_num(a, sc.GEN_AI_USAGE_INPUT_TOKENS)),
+        output_tokens=out_tokens,
+        prefill_s=prefill,
+        draft_s=_num(a, sc.SPEC_DRAFT_S),
+        verify_s=_num(a, sc.SPEC_VERIFY_S),
+        rounds=rounds,
+        draft_tokens=drafted,
+        accepted_tokens=accepted,
+        acceptance_rate=accepted / drafted if drafted else None,
+        mean_acceptance_length=1.0 + accepted / rounds if rounds else None,
+        tokens_per_s=out_tokens / wall if wall > 0 else None,
+        decode_s_per_token=max(0.0, wall - prefill) / out_tokens if out_tokens else None,
+        fallback=bool(a.get(sc.SPEC_FALLBACK)),
+        fallback_reason=str(reason) if reason is not None else None,
+    ))
+
+
+def aggregate(gens: Iterable[GenerationFigures]) -> SpecFigures:
+    """Speculation and throughput totals over generations (summed in locals: this runs per task)."""
+    n = out = rounds = drafted = accepted = fallbacks = k = 0
+    wall = draft = verify = prefill = 0.0
+    methods = set()
+    for g in gens:
+        n += 1
+        out += g.output_tokens
+        wall += g.wall_s
+        rounds += g.rounds
+        drafted += g.draft_tokens
+        accepted += g.accepted_tokens
+        fallbacks += g.fallback
+        draft += g.draft_s
+        verify += g.verify_s
+        prefill += g.prefill_s
+        k = max(k, g.num_speculative_tokens)
+        methods.add(g.method)
+    return lean(SpecFigures(
+        methods=sorted(methods), generations=n, output_tokens=out, generation_s=wall, rounds=rounds, draft_tokens=drafted,
+        accepted_tokens=accepted, fallbacks=fallbacks, draft_s=draft, verify_s=verify, prefill_s=prefill,
+        num_speculative_tokens=k,
+    ))

@@ -1,0 +1,101 @@
+"""Statistics the reports and the benchmark harness share: percentiles with counts, and the seeded
+bootstrap interval of a ratio of medians that decides "gain", "regression" or "noise".
+
+Plain functions over numpy arrays; the results are small typed records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from agenttrace.report.model import Distribution
+
+Verdict = Literal["gain", "regression", "noise", "n/a"]
+
+# Resamples are drawn in blocks of at most this many values, so a comparison of 1M steps does not
+# materialise a resamples x n index matrix.
+_BLOCK_VALUES = 4_000_000
+
+
+def distribution(values: Iterable[float | None]) -> Distribution:
+    """p50 and p95 (linear interpolation between order statistics, numpy's default), p99 only
+    with 100 samples or more (SPANS.md), with the count, mean, min and max; None values skipped."""
+    xs = np.fromiter((v for v in values if v is not None), dtype=float)
+    if xs.size == 0:
+        return Distribution(count=0)
+    p50, p95, p99 = np.percentile(xs, [50, 95, 99])
+    return Distribution(
+        count=int(xs.size), p50=float(p50), p95=float(p95), p99=float(p99) if xs.size >= 100 else None,
+        mean=float(xs.mean()), min=float(xs.min()), max=float(xs.max()),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RatioEstimate:
+    """median(b) / median(a) with its bootstrap interval, and what it means.
+
+    `verdict` is "noise" when the interval contains 1.0; otherwise "gain" when b is better than a
+    (lower, or higher when `higher_is_better`), else "regression"; "n/a" when there is no ratio
+    (an empty side, or a zero median in a)."""
+
+    n_a: int
+    n_b: int
+    median_a: float | None
+    median_b: float | None
+    ratio: float | None
+    low: float | None
+    high: float | None
+    confidence: float
+    verdict: Verdict
+
+
+def _medians_of_resamples(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    out = np.empty(resamples)
+    block = max(1, _BLOCK_VALUES // max(1, x.size))
+    for start in range(0, resamples, block):
+        stop = min(resamples, start + block)
+        idx = rng.integers(0, x.size, size=(stop - start, x.size))
+        out[start:stop] = np.median(x[idx], axis=1)
+    return out
+
+
+def bootstrap_ratio_of_medians(
+    a: Iterable[float],
+    b: Iterable[float],
+    *,
+    resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    higher_is_better: bool = False,
+) -> RatioEstimate:
+    """The ratio of medians median(b) / median(a) with a percentile-bootstrap interval.
+
+    Each side is resampled with replacement independently (the samples need not be paired),
+    `resamples` times, from `numpy.random.default_rng(seed)`: the same inputs and seed always give
+    the same interval. Resampled ratios with a zero denominator are dropped. Deterministic, no
+    global random state touched.
+    """
+    xa = np.asarray(list(a), dtype=float)
+    xb = np.asarray(list(b), dtype=float)
+    med_a = float(np.median(xa)) if xa.size else None
+    med_b = float(np.median(xb)) if xb.size else None
+    if not xa.size or not xb.size or not med_a:
+        return RatioEstimate(int(xa.size), int(xb.size), med_a, med_b, None, None, None, confidence, "n/a")
+    rng = np.random.default_rng(seed)
+    ma = _medians_of_resamples(xa, rng, resamples)
+    mb = _medians_of_resamples(xb, rng, resamples)
+    ok = ma != 0
+    ratios = mb[ok] / ma[ok]
+    tail = (1.0 - confidence) / 2 * 100
+    low, high = (float(v) for v in np.percentile(ratios, [tail, 100 - tail]))
+    ratio = med_b / med_a  # type: ignore[operator]
+    if low <= 1.0 <= high:
+        verdict: Verdict = "noise"
+    else:
+        better = high < 1.0 if not higher_is_better else low > 1.0
+        verdict = "gain" if better else "regression"
+    return RatioEstimate(int(xa.size), int(xb.size), med_a, med_b, ratio, low, high, confidence, verdict)

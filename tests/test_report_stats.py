@@ -1,0 +1,43 @@
+"""Percentiles with counts, and the seeded bootstrap ratio of medians (shared with the benchmarks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agenttrace.report.stats import bootstrap_ratio_of_medians, distribution
+
+
+def test_distribution_reports_p99_only_from_100_samples():
+    d = distribution([1.0, 2.0, 3.0, None, 4.0])
+    assert (d.count, d.p50, d.min, d.max, d.mean, d.p99) == (4, 2.5, 1.0, 4.0, 2.5, None)
+    assert distribution(range(100)).p99 == pytest.approx(98.01)
+    assert distribution([]).count == 0 and distribution([]).p50 is None
+
+
+def test_bootstrap_is_deterministic_and_tells_gain_from_noise():
+    rng = np.random.default_rng(1)
+    a = rng.normal(1.0, 0.05, 60)
+    faster = a * 0.7
+    same = rng.normal(1.0, 0.05, 60)
+    r1 = bootstrap_ratio_of_medians(a, faster, seed=3, resamples=2000)
+    r2 = bootstrap_ratio_of_medians(a, faster, seed=3, resamples=2000)
+    assert r1 == r2
+    assert r1.ratio == pytest.approx(0.7) and r1.low < 0.7 < r1.high < 1.0 and r1.verdict == "gain"
+    assert bootstrap_ratio_of_medians(faster, a, resamples=2000).verdict == "regression"
+    noise = bootstrap_ratio_of_medians(a, same, resamples=2000)
+    assert noise.low <= 1.0 <= noise.high and noise.verdict == "noise"
+    # for throughputs higher is better: the same ratio is a regression
+    assert bootstrap_ratio_of_medians(a, faster, higher_is_better=True, resamples=2000).verdict == "regression"
+
+
+def test_bootstrap_without_a_ratio_is_not_applicable():
+    assert bootstrap_ratio_of_medians([], [1.0]).verdict == "n/a"
+    est = bootstrap_ratio_of_medians([0.0, 0.0, 1.0], [1.0, 2.0])
+    assert est.verdict == "n/a" and est.ratio is None and est.median_b == 1.5
+
+
+def test_bootstrap_handles_large_samples_in_blocks():
+    a = np.linspace(1.0, 2.0, 200_001)
+    est = bootstrap_ratio_of_medians(a, a * 1.01, resamples=50)
+    assert est.ratio == pytest.approx(1.01) and est.verdict == "regression"
