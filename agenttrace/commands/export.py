@@ -97,8 +97,10 @@ def _write_jaeger_json(spans, out: str, what: str, say) -> None:
     text = to_jaeger(spans).model_dump_json()
     if out == "-":
         sys.stdout.write(text + "\n")
-        return
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n", encoding="utf-8")
-    print(f"wrote {what} to {path} (Jaeger JSON: Jaeger UI > Search > Upload JSON)", file=say)
+        where = "stdout"
+    else:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n", encoding="utf-8")
+        where = str(path)
+    print(f"wrote {what} to {where} (Jaeger JSON: Jaeger UI > Search > Upload JSON)", file=say)
