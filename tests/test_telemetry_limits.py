@@ -69,3 +69,22 @@ def test_no_limit_leaves_values_whole():
     tel.shutdown()
     (span,) = memory.get_finished_spans()
     assert span.attributes["big"] == "y" * 300
+
+
+def test_a_cut_span_keeps_the_counts_the_sdk_dropped():
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agenttrace.telemetry.limits import TruncatingExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=2, max_events=1))
+    provider.add_span_processor(SimpleSpanProcessor(TruncatingExporter(memory, 50)))
+    span = provider.get_tracer("t").start_span("s", attributes={"b": 1, "c": 2, "a": "x" * 100})  # b dropped
+    span.add_event("e1")
+    span.add_event("e2")
+    span.end()
+    (cut,) = memory.get_finished_spans()
+    assert cut.attributes["c"] == 2 and cut.attributes["a"] == "x" * 21 + "...[truncated from 100 chars]"
+    assert (cut.dropped_attributes, cut.dropped_events) == (1, 1)

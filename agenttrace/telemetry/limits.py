@@ -15,7 +15,6 @@ from typing import Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.trace import Link
 
 __all__ = ["DEFAULT_MAX_VALUE_LENGTH", "TruncatingExporter", "max_value_length", "truncate_value"]
@@ -49,12 +48,13 @@ def _marker(total: int) -> str:
 
 def truncate_value(value: Any, limit: int) -> Any:
     """`value` with every string longer than `limit` (alone or inside an array) cut to `limit`
-    characters, its end replaced by the marker. Other values are returned unchanged."""
+    characters, its end replaced by the marker. Anything unchanged is returned as the same object."""
     if isinstance(value, str):
         if len(value) <= limit:
             return value
         marker = _marker(len(value))
-        return value[: max(0, limit - len(marker))] + marker if limit > len(marker) else value[:limit]
+        # a limit too small for the marker still holds: the value is cut without one
+        return value[: limit - len(marker)] + marker if limit > len(marker) else value[:limit]
     if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
         if any(isinstance(v, str) and len(v) > limit for v in value):
             return tuple(truncate_value(v, limit) for v in value)
@@ -62,24 +62,31 @@ def truncate_value(value: Any, limit: int) -> Any:
 
 
 def _too_long(attributes: Mapping[str, Any] | None, limit: int) -> bool:
-    for value in (attributes or {}).values():
-        if isinstance(value, str):
-            if len(value) > limit:
-                return True
-        elif isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
-            if any(isinstance(v, str) and len(v) > limit for v in value):
-                return True
-    return False
+    return any(truncate_value(v, limit) is not v for v in (attributes or {}).values())
 
 
 def _cut(attributes: Mapping[str, Any] | None, limit: int) -> dict[str, Any]:
     return {k: truncate_value(v, limit) for k, v in (attributes or {}).items()}
 
 
-def _keep_dropped(attributes: dict[str, Any], dropped: int) -> BoundedAttributes:
-    kept = BoundedAttributes(maxlen=None, attributes=attributes, immutable=True, max_value_len=None)
-    kept.dropped = dropped  # the copy must still say how many the SDK dropped
-    return kept
+class _CutSpan(ReadableSpan):
+    """A copy with cut values that still reports the dropped counts of the original."""
+
+    def __init__(self, original: ReadableSpan, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._dropped = (original.dropped_attributes, original.dropped_events, original.dropped_links)
+
+    @property
+    def dropped_attributes(self) -> int:
+        return self._dropped[0]
+
+    @property
+    def dropped_events(self) -> int:
+        return self._dropped[1]
+
+    @property
+    def dropped_links(self) -> int:
+        return self._dropped[2]
 
 
 def truncate_span(span: ReadableSpan, limit: int) -> ReadableSpan:
@@ -91,12 +98,13 @@ def truncate_span(span: ReadableSpan, limit: int) -> ReadableSpan:
         return span
     events = [Event(e.name, _cut(e.attributes, limit), e.timestamp) for e in span.events] if long_events else span.events
     links = [Link(ln.context, _cut(ln.attributes, limit)) for ln in span.links] if long_links else span.links
-    return ReadableSpan(
+    return _CutSpan(
+        span,
         name=span.name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=_keep_dropped(_cut(span.attributes, limit), span.dropped_attributes),
+        attributes=_cut(span.attributes, limit),
         events=events,
         links=links,
         kind=span.kind,
