@@ -1,8 +1,8 @@
 """OTLP spans -> Jaeger's JSON model, by the rules Jaeger itself applies to OTLP.
 
-The output is what Jaeger's query API returns for `/api/traces/{id}` and what its UI loads with
-"Upload JSON" (no Jaeger backend needed to view it): `{"data": [trace, ...]}`, one entry per
-trace id. The mapping follows Jaeger's OTLP translator (opentelemetry-collector-contrib
+The output is what Jaeger's query API returns for `/api/traces/{id}` and what its UI opens from
+its "JSON File" tab (read in the browser, no Jaeger backend needed): `{"data": [trace, ...]}`, one
+entry per trace id. The mapping follows Jaeger's OTLP translator (opentelemetry-collector-contrib
 `pkg/translator/jaeger`, used by Jaeger v2's query service) and its UI model converter:
 
 - ids: trace id as 32 hex digits (16 when its high half is zero), span id as 16; times in

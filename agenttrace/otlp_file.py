@@ -234,7 +234,9 @@ def _scope(ss: Mapping[str, Any]) -> InstrumentationScope | None:
     )
 
 
-def spans_from_request(request: Mapping[str, Any], resources: dict[str, Resource] | None = None) -> Iterator[RecordedSpan]:
+def spans_from_request(
+    request: Mapping[str, Any], resources: dict[str, Resource] | None = None
+) -> Iterator[RecordedSpan]:
     """Every span of one ExportTraceServiceRequest (a parsed JSON object), as SDK spans.
 
     `resources` caches one `Resource` per distinct resource, so spans that shared a resource in

@@ -142,7 +142,8 @@ EXPECTED_TRACE_1 = {
             "references": [
                 # the link to the parent carries child_of: it retypes the parent reference
                 {"refType": "CHILD_OF", "traceID": TRACE, "spanID": "0000000000000001"},
-                {"refType": "FOLLOWS_FROM", "traceID": "00000000000000aa00000000000000bb", "spanID": "00000000000000cc"},
+                {"refType": "FOLLOWS_FROM", "traceID": "00000000000000aa00000000000000bb",
+                 "spanID": "00000000000000cc"},
             ],
             "startTime": 1_700_000_000_002_100,
             "duration": 900,

@@ -86,6 +86,7 @@ def test_broken_lines_are_reported_with_file_and_line_and_the_rest_is_read(tmp_p
     assert len(result.spans) == len(read_spans([path]).spans) == 18
     assert len(result.problems) == 4
     assert result.problems[0].startswith(f"{broken}:2: not valid JSON")
-    assert result.problems[1].startswith(f"{broken}:3: malformed OTLP span data") and "spanId 'xyz'" in result.problems[1]
+    assert result.problems[1].startswith(f"{broken}:3: malformed OTLP span data")
+    assert "spanId 'xyz'" in result.problems[1]
     assert result.problems[2].startswith(f"{broken}:4: not an OTLP ExportTraceServiceRequest")
     assert result.problems[3] == f"{tmp_path / 'missing.jsonl'}: no such file"

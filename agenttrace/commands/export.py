@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "export",
         help="replay trace files to an OTLP collector / Jaeger, or convert them to Jaeger JSON",
         description="Replay recorded traces (OTLP/JSON lines) to an OTLP endpoint with their original ids "
-        "and times, and/or write them in Jaeger's JSON model for Jaeger UI's 'Upload JSON'.",
+        "and times, and/or write them in Jaeger's JSON model to open in Jaeger UI (Search > JSON File).",
     )
     export.add_argument("paths", nargs="+", metavar="FILE", help="trace files (traces/*.jsonl) or folders")
     export.add_argument(
@@ -91,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def _write_jaeger_json(spans, out: str, what: str, say) -> None:
+def _write_jaeger_json(spans: Sequence[ReadableSpan], out: str, what: str, say: TextIO) -> None:
+    """Write Jaeger's JSON model of `spans` to `out` (a path, or '-' for stdout)."""
     from agenttrace.jaeger_json import to_jaeger
 
     text = to_jaeger(spans).model_dump_json()
@@ -103,4 +109,4 @@ def _write_jaeger_json(spans, out: str, what: str, say) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n", encoding="utf-8")
         where = str(path)
-    print(f"wrote {what} to {where} (Jaeger JSON: Jaeger UI > Search > Upload JSON)", file=say)
+    print(f"wrote {what} to {where} (Jaeger JSON: open it in Jaeger UI > Search > JSON File)", file=say)

@@ -96,7 +96,9 @@ def truncate_span(span: ReadableSpan, limit: int) -> ReadableSpan:
     long_links = any(_too_long(ln.attributes, limit) for ln in span.links)
     if not (_too_long(span.attributes, limit) or long_events or long_links):
         return span
-    events = [Event(e.name, _cut(e.attributes, limit), e.timestamp) for e in span.events] if long_events else span.events
+    events = span.events
+    if long_events:
+        events = [Event(e.name, _cut(e.attributes, limit), e.timestamp) for e in span.events]
     links = [Link(ln.context, _cut(ln.attributes, limit)) for ln in span.links] if long_links else span.links
     return _CutSpan(
         span,
