@@ -53,6 +53,7 @@ class DemoOptions:
     num_speculative_tokens: int = 3
     trace_dir: Path = Path("traces")
     otlp_endpoint: str | None = None
+    otlp_protocol: str | None = None  # http/protobuf or grpc; None: OTEL_EXPORTER_OTLP_PROTOCOL
     detail: str = "default"
     show_tasks: bool = True
 
@@ -93,6 +94,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> DemoOutcome:
             run_label=arm,
             trace_file=files[arm],
             otlp_endpoint=opts.otlp_endpoint,
+            otlp_protocol=opts.otlp_protocol,
             detail=opts.detail,  # type: ignore[arg-type]
         )
         agents[arm] = build_agent(_model_for(arm, loaded, opts.num_speculative_tokens), telemetry[arm])

@@ -106,3 +106,29 @@ def test_resource_names_the_service_and_the_run(tmp_path):
     assert attrs["agenttrace.run.label"] == {"stringValue": "baseline"}
     assert attrs["agenttrace.run.id"]["stringValue"] == tel.run_id
     assert {"service.version", "host.name", "process.pid"} <= attrs.keys()
+
+
+def test_live_export_over_http_and_grpc_delivers_what_the_file_records(tmp_path):
+    from agenttrace.otlp_file import read_spans
+    from otlp_receiver import grpc_receiver, http_receiver
+
+    for receiver, protocol in ((http_receiver, "http/protobuf"), (grpc_receiver, "grpc")):
+        clock = FakeClock()
+        path = tmp_path / f"{protocol.replace('/', '-')}.jsonl"
+        with receiver() as (url, received):
+            tel = Telemetry(clock=clock, trace_file=path, otlp_endpoint=url, otlp_protocol=protocol,
+                            service_name="live", max_attribute_length=64)
+            with tel.span("tool", "execute_tool t", {"long": "q" * 500}):
+                clock.advance_s(0.5)
+            _run(tel, clock)
+            summary = tel.shutdown()
+        assert summary.ok and summary.exported[f"OTLP {protocol} {url}"] == 14, protocol
+        sent = {span.span_id.hex(): span for _, _, span in received.spans()}
+        recorded = {f"{s.context.span_id:016x}": s for s in read_spans([path]).spans}
+        assert sent.keys() == recorded.keys(), protocol
+        for span_id, span in sent.items():
+            assert (span.name, span.start_time_unix_nano, span.end_time_unix_nano) == (
+                recorded[span_id].name, recorded[span_id].start_time, recorded[span_id].end_time)
+        (tool,) = [s for s in sent.values() if s.name == "execute_tool t"]
+        (long_value,) = [a.value.string_value for a in tool.attributes if a.key == "long"]
+        assert len(long_value) == 64 and long_value.endswith("...[truncated from 500 chars]")

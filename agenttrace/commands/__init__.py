@@ -7,4 +7,5 @@ COMMANDS = (
     "agenttrace.commands.report",
     "agenttrace.commands.compare",
     "agenttrace.commands.bench",
+    "agenttrace.commands.export",
 )

@@ -18,7 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--trace-dir", default="traces", help="where trace files go (default traces/)")
     demo.add_argument(
         "--otlp", nargs="?", const="", default=None, metavar="URL",
-        help="also export over OTLP (default http://localhost:4318; OTEL_EXPORTER_OTLP_* apply)",
+        help="also export over OTLP (bare flag: OTEL_EXPORTER_OTLP_ENDPOINT, else Jaeger on "
+        "http://localhost:4318, or :4317 with --otlp-protocol grpc)",
+    )
+    demo.add_argument(
+        "--otlp-protocol", choices=("http/protobuf", "grpc"), default=None,
+        help="OTLP transport (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)",
     )
     demo.add_argument("--detail", choices=("default", "fine"), default="default",
                       help="fine: draft/verify spans per round instead of span events")
@@ -40,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
             num_speculative_tokens=args.k,
             trace_dir=Path(args.trace_dir),
             otlp_endpoint=args.otlp,
+            otlp_protocol=args.otlp_protocol,
             detail=args.detail,
             show_tasks=not args.summary_only,
         )

@@ -76,7 +76,9 @@ def trace_file_exporter(path: str | os.PathLike[str]) -> SpanExporter:
 def resolve_otlp_endpoint(endpoint: str | None, protocol: str | None) -> tuple[str, str] | None:
     """The (endpoint, protocol) to export to, from arguments or the standard OTEL_ variables.
 
-    Returns None when neither names an endpoint. Protocol is `http/protobuf` (default) or `grpc`.
+    endpoint None: the OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variable, or None when it is unset.
+    endpoint "" (a bare `--otlp`): that variable, else Jaeger's port for the protocol. A URL
+    without a scheme gets `http://`. Protocol is `http/protobuf` (default) or `grpc`.
     """
     protocol = (
         protocol
@@ -86,12 +88,16 @@ def resolve_otlp_endpoint(endpoint: str | None, protocol: str | None) -> tuple[s
     )
     if protocol not in ("http/protobuf", "grpc"):
         raise ValueError(f"unsupported OTLP protocol {protocol!r}: use 'http/protobuf' or 'grpc'")
-    if endpoint is None:
-        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        if not endpoint:
+    if not endpoint:
+        from_env = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        if from_env:
+            endpoint = from_env
+        elif endpoint is None:
             return None
-    elif endpoint == "":  # a bare flag: Jaeger's default port for the protocol
-        endpoint = DEFAULT_GRPC_ENDPOINT if protocol == "grpc" else DEFAULT_HTTP_ENDPOINT
+        else:  # a bare flag and no variable: Jaeger's default port for the protocol
+            endpoint = DEFAULT_GRPC_ENDPOINT if protocol == "grpc" else DEFAULT_HTTP_ENDPOINT
+    if "://" not in endpoint:
+        endpoint = "http://" + endpoint
     return endpoint, protocol
 
 

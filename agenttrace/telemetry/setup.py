@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal, ParamSpec, TypeVar
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
@@ -22,6 +22,7 @@ from agenttrace import semconv as sc
 from agenttrace.clock import Clock, default_clock
 from agenttrace.telemetry.exporters import GuardedExporter, otlp_exporter, resolve_otlp_endpoint, trace_file_exporter
 from agenttrace.telemetry.guard import FailureCounter, guarded
+from agenttrace.telemetry.limits import TruncatingExporter, max_value_length
 from agenttrace.telemetry.spans import open_span
 
 __all__ = ["Detail", "ExportSummary", "Telemetry"]
@@ -63,6 +64,9 @@ class Telemetry:
     Jaeger's default port; None reads OTEL_EXPORTER_OTLP_ENDPOINT). exporters: any more SDK
     exporters (tests pass an in-memory one). synchronous: export each span as it ends (tests);
     otherwise a background batch processor per exporter keeps export off the agent's path.
+    max_attribute_length: string attribute values longer than this reach every exporter cut,
+    with a visible `...[truncated from N chars]` marker (None: OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,
+    else 4096; 0: no limit).
     """
 
     def __init__(
@@ -80,6 +84,7 @@ class Telemetry:
         exporters: Sequence[SpanExporter] = (),
         synchronous: bool = False,
         resource_attributes: Mapping[str, AttributeValue] | None = None,
+        max_attribute_length: int | None = None,
     ) -> None:
         self.clock = clock or default_clock()
         self.detail: Detail = detail
@@ -87,6 +92,7 @@ class Telemetry:
         self.run_label = run_label
         self.trace_file = Path(trace_file) if trace_file is not None else None
         self.failures = FailureCounter()
+        self.max_attribute_length = max_value_length(max_attribute_length)
 
         attrs: dict[str, AttributeValue] = {
             sc.SERVICE_NAME: service_name,
@@ -98,7 +104,10 @@ class Telemetry:
         if run_label:
             attrs[sc.RUN_LABEL] = run_label
         attrs.update(resource_attributes or {})
-        self.provider = TracerProvider(resource=Resource.create(attrs))
+        # The SDK would cut long values silently (from the same OTEL_ variables); we cut them at
+        # export instead, with a marker (telemetry/limits.py). Other SDK limits stay as they are.
+        limits = SpanLimits(max_attribute_length=SpanLimits.UNSET, max_span_attribute_length=SpanLimits.UNSET)
+        self.provider = TracerProvider(resource=Resource.create(attrs), span_limits=limits)
         self._exporters: list[GuardedExporter] = []
         if self.trace_file is not None:
             self._add(trace_file_exporter(self.trace_file), f"file {self.trace_file}", synchronous)
@@ -111,7 +120,8 @@ class Telemetry:
         self.tracer: Tracer = self.provider.get_tracer(INSTRUMENTATION_SCOPE, _version())
 
     def _add(self, exporter: SpanExporter, name: str, synchronous: bool) -> None:
-        guarded_exporter = GuardedExporter(exporter, self.failures, name)
+        truncating = TruncatingExporter(exporter, self.max_attribute_length)
+        guarded_exporter = GuardedExporter(truncating, self.failures, name)
         self._exporters.append(guarded_exporter)
         # One processor per exporter: a slow or dead collector never delays the trace file.
         processor = SimpleSpanProcessor if synchronous else BatchSpanProcessor

@@ -1,0 +1,112 @@
+"""`agenttrace export`: replay trace files to an OTLP collector or Jaeger, or write Jaeger JSON.
+
+Exit status: 0 when everything was read and delivered; 1 when the endpoint was unreachable or
+refused a batch, or when some lines of the input could not be read (the rest was still sent or
+written); 2 for a usage error. No torch on this path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    export = sub.add_parser(
+        "export",
+        help="replay trace files to an OTLP collector / Jaeger, or convert them to Jaeger JSON",
+        description="Replay recorded traces (OTLP/JSON lines) to an OTLP endpoint with their original ids "
+        "and times, and/or write them in Jaeger's JSON model to open in Jaeger UI (Search > JSON File).",
+    )
+    export.add_argument("paths", nargs="+", metavar="FILE", help="trace files (traces/*.jsonl) or folders")
+    export.add_argument(
+        "--otlp", nargs="?", const="", default=None, metavar="URL",
+        help="send the spans over OTLP (bare flag: OTEL_EXPORTER_OTLP_ENDPOINT, else Jaeger on "
+        "http://localhost:4318, or :4317 with --otlp-protocol grpc)",
+    )
+    export.add_argument(
+        "--otlp-protocol", choices=("http/protobuf", "grpc"), default=None,
+        help="OTLP transport (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)",
+    )
+    export.add_argument("--batch-size", type=int, default=512, help="spans per OTLP request (default 512)")
+    export.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS",
+        help="give up on a batch after this long, retries with backoff included (default 10)",
+    )
+    export.add_argument("--jaeger-json", metavar="OUT", help="write Jaeger's JSON model to OUT ('-': stdout)")
+    export.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agenttrace.otlp_file import read_spans
+    from agenttrace.replay import ReplayError, replay_spans
+    from agenttrace.telemetry.exporters import resolve_otlp_endpoint
+
+    if args.otlp is None and args.jaeger_json is None:
+        print("agenttrace export: say where to: --otlp [URL] and/or --jaeger-json OUT", file=sys.stderr)
+        return 2
+    if args.batch_size < 1:
+        print(f"agenttrace export: --batch-size must be at least 1, not {args.batch_size}", file=sys.stderr)
+        return 2
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"agenttrace export: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    endpoint = None
+    if args.otlp is not None:
+        try:
+            endpoint = resolve_otlp_endpoint(args.otlp, args.otlp_protocol)
+        except ValueError as exc:
+            print(f"agenttrace export: {exc}", file=sys.stderr)
+            return 2
+
+    recorded = read_spans(args.paths)
+    for problem in recorded.problems:
+        print(f"agenttrace export: skipped {problem}", file=sys.stderr)
+    if not recorded.spans:
+        print(f"agenttrace export: no spans in {', '.join(args.paths)}; nothing to export", file=sys.stderr)
+        return 1
+    status = 1 if recorded.problems else 0
+    # stdout carries the JSON when OUT is '-': the summaries go to stderr then
+    say = sys.stderr if args.jaeger_json == "-" else sys.stdout
+    what = f"{len(recorded.spans)} spans ({len(recorded.trace_ids)} traces) from {len(recorded.files)} file(s)"
+
+    if args.jaeger_json is not None:
+        _write_jaeger_json(recorded.spans, args.jaeger_json, what, say)
+    if endpoint is not None:
+        url, protocol = endpoint
+        try:
+            result = replay_spans(
+                recorded.spans, url, protocol, batch_size=args.batch_size, timeout_s=args.timeout
+            )
+        except ReplayError as exc:
+            print(f"agenttrace export: {exc}", file=sys.stderr)
+            return 1
+        print(
+            f"sent {result.spans_sent} spans ({len(recorded.trace_ids)} traces) to {url} over {protocol} "
+            f"in {result.batches} batch(es), {result.seconds:.2f} s",
+            file=say,
+        )
+    return status
+
+
+def _write_jaeger_json(spans: Sequence[ReadableSpan], out: str, what: str, say: TextIO) -> None:
+    """Write Jaeger's JSON model of `spans` to `out` (a path, or '-' for stdout)."""
+    from agenttrace.jaeger_json import to_jaeger
+
+    text = to_jaeger(spans).model_dump_json()
+    if out == "-":
+        sys.stdout.write(text + "\n")
+        where = "stdout"
+    else:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n", encoding="utf-8")
+        where = str(path)
+    print(f"wrote {what} to {where} (Jaeger JSON: open it in Jaeger UI > Search > JSON File)", file=say)
