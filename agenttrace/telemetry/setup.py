@@ -20,6 +20,7 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.clock import Clock, default_clock
+from agenttrace.content import ContentPolicy
 from agenttrace.telemetry.exporters import GuardedExporter, otlp_exporter, resolve_otlp_endpoint, trace_file_exporter
 from agenttrace.telemetry.guard import FailureCounter, guarded
 from agenttrace.telemetry.spans import open_span
@@ -63,6 +64,8 @@ class Telemetry:
     Jaeger's default port; None reads OTEL_EXPORTER_OTLP_ENDPOINT). exporters: any more SDK
     exporters (tests pass an in-memory one). synchronous: export each span as it ends (tests);
     otherwise a background batch processor per exporter keeps export off the agent's path.
+    content: opt-in capture of prompts, outputs and tool arguments (default: off unless
+    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT says otherwise; see agenttrace.content).
     """
 
     def __init__(
@@ -80,8 +83,10 @@ class Telemetry:
         exporters: Sequence[SpanExporter] = (),
         synchronous: bool = False,
         resource_attributes: Mapping[str, AttributeValue] | None = None,
+        content: ContentPolicy | None = None,
     ) -> None:
         self.clock = clock or default_clock()
+        self.content = content if content is not None else ContentPolicy()
         self.detail: Detail = detail
         self.run_id = run_id or uuid.uuid4().hex
         self.run_label = run_label
