@@ -6,4 +6,5 @@ COMMANDS = (
     "agenttrace.commands.demo",
     "agenttrace.commands.report",
     "agenttrace.commands.bench",
+    "agenttrace.commands.serve",
 )
