@@ -200,7 +200,13 @@ class Attempt:
     def finish(self, exc: BaseException | None) -> sc.AttemptOutcome:
         """End the span with its outcome (once); returns the outcome."""
         if self.outcome is None:
-            self.outcome = _outcome_of(exc) if exc is not None else self.flags.outcome()
+            self.outcome = self.flags.outcome()
+            if exc is not None:
+                # the exception names the outcome unless it is a plain error a span already
+                # explained (a tool that raised: tool_error, not error)
+                by_exc = _outcome_of(exc)
+                if by_exc is not Outcome.ERROR or self.outcome is Outcome.OK:
+                    self.outcome = by_exc
         if not self.ended:
             self.ended = True
             self.span.set_attribute(sc.ATTEMPT_OUTCOME, self.outcome.value)
@@ -396,7 +402,8 @@ class Scope(Generic[H]):
 
             if strict():
                 raise
-            get_telemetry().failures.record(f"opening a {type(self).__name__}", exc)
+            tel = self._kwargs.get("telemetry") or frame_telemetry(current_frame()) or get_telemetry()
+            tel.failures.record(f"opening a {type(self).__name__}", exc)
             self._entered.append((None, None, None, None))
             return self._null()  # type: ignore[return-value]
         otel_token = otel_context.attach(trace.set_span_in_context(span))

@@ -223,9 +223,12 @@ class ParseHandle(_Handle):
         self.result = "final_answer"
 
     def failed(self, error_type: str = "parse_error") -> None:
-        """The output held no usable decision; `error_type` names why (e.g. `invalid_json`)."""
+        """The output held no usable decision; `error_type` names why (e.g. `invalid_json`).
+        The attempt counts as a parse error from now on (so a `step.retry()` inside the
+        block already knows why)."""
         self.result = None
         self.error_type = error_type
+        self.placement.note(parse_error=True)
 
 
 class parse_span(_LeafScope):  # noqa: N801

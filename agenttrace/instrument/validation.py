@@ -75,6 +75,7 @@ class ValidationHandle:
 
     def failed(self, errors: Sequence[str] | int = 1, *, error_type: str = "validation_error") -> None:
         self.passed = False
+        self.placement.note(validation_error=True)
         self.errors = [] if isinstance(errors, int) else list(errors)
         self.error_count = errors if isinstance(errors, int) else len(errors)
         self.error_type = error_type
