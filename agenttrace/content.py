@@ -47,7 +47,7 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str], ...] = (
     ("api_key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),  # Google
     ("api_key", r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{16,}=*"),
     # `api_key=...`, `"password": "..."`: only the value (the `value` group) is replaced
-    ("secret", r"(?i)\b(?:api[_-]?key|access[_-]?token|secret|password|passwd)\b[\"']?\s*[:=]\s*[\"']?(?P<value>[^\s\"',;]{4,})"),
+    ("secret", r"(?i)\b(?:api[_-]?key|(?:access|auth|refresh)?[_-]?token|secret|password|passwd)\b[\"']?\s*[:=]\s*[\"']?(?P<value>[^\s\"',;]{4,})"),
     ("email", r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b"),
 )
 
