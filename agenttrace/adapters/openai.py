@@ -174,7 +174,8 @@ class TracedOpenAI:
         self._client = client
         self._settings = settings
         completions = client.chat.completions
-        is_async = inspect.iscoroutinefunction(completions.create)
+        # openai decorates `create`, hiding that the async client's is a coroutine function
+        is_async = inspect.iscoroutinefunction(inspect.unwrap(completions.create)) or type(completions).__name__.startswith("Async")
         wrapped = (_AsyncCompletions if is_async else _Completions)(completions, settings)
         self.chat = _Chat(client.chat, wrapped)
 
