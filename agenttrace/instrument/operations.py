@@ -12,7 +12,8 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.chat import CancelToken, ChatModel, Generation, GenerationParams, Message
-from agenttrace.instrument.frames import Frame, Placement, Scope, end_span, is_cancellation, place_leaf, start_span
+from agenttrace.instrument.scope import Scope
+from agenttrace.instrument.frames import Frame, Placement, end_span, is_cancellation, place_leaf, start_span
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.generation import record_chat_content, record_generation, request_attributes
 

@@ -9,11 +9,11 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace.instrument.scope import Scope
 from agenttrace.instrument.frames import (
     AgentRun,
     Attempt,
     Frame,
-    Scope,
     Step,
     current_frame,
     end_span,

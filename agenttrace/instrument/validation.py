@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.errors import ArgumentsInvalid
-from agenttrace.instrument.frames import Frame, Placement, Scope, end_span, is_cancellation, place_leaf, start_span
+from agenttrace.instrument.scope import Scope
+from agenttrace.instrument.frames import Frame, Placement, end_span, is_cancellation, place_leaf, start_span
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import mark_error
 from agenttrace.tools import Tool
