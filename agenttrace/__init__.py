@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agenttrace.agent import Agent, AgentConfig, AttemptRecord, StepRecord, TaskResult
 from agenttrace.chat import CancelToken, ChatModel, Generation, GenerationParams, Message, SpecRound
 from agenttrace.clock import Clock, FakeClock, MonotonicClock
+from agenttrace.content import ContentPolicy
 from agenttrace.errors import (
     AgentTraceError,
     ArgumentsInvalid,
@@ -23,6 +24,29 @@ from agenttrace.errors import (
     ToolError,
     ToolFailed,
 )
+from agenttrace.instrument import (
+    PropagatingExecutor,
+    ValidationResult,
+    agent_span,
+    attempt_span,
+    compaction_span,
+    configure,
+    current_run,
+    current_step,
+    delegation_span,
+    final_answer,
+    generation_span,
+    memory_span,
+    parse_span,
+    propagate,
+    shutdown,
+    step_span,
+    tool_span,
+    traced_model,
+    validate_tool_call,
+    validate_tool_calls,
+    validation_span,
+)
 from agenttrace.parse import FinalAnswer, ToolCall
 from agenttrace.prompt import Example, PromptStyle
 from agenttrace.tasks import ExpectedCall, Task, load_tasks
@@ -30,6 +54,8 @@ from agenttrace.telemetry import Telemetry
 from agenttrace.tools import Tool
 
 if TYPE_CHECKING:
+    from agenttrace.adapters.openai import wrap_openai
+    from agenttrace.adapters.transformers import trace_generate
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.models import load_model
@@ -45,6 +71,7 @@ __all__ = [
     "CancelToken",
     "ChatModel",
     "Clock",
+    "ContentPolicy",
     "Example",
     "ExpectedCall",
     "FakeClock",
@@ -61,6 +88,7 @@ __all__ = [
     "ParseError",
     "PromptLookupDrafter",
     "PromptStyle",
+    "PropagatingExecutor",
     "SpecRound",
     "StepRecord",
     "Task",
@@ -70,10 +98,32 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "ToolFailed",
+    "ValidationResult",
+    "agent_span",
+    "attempt_span",
+    "compaction_span",
+    "configure",
+    "current_run",
+    "current_step",
+    "delegation_span",
+    "final_answer",
+    "generation_span",
     "load_model",
     "load_tasks",
+    "memory_span",
+    "parse_span",
+    "propagate",
     "render_report",
     "report_from_files",
+    "shutdown",
+    "step_span",
+    "tool_span",
+    "trace_generate",
+    "traced_model",
+    "validate_tool_call",
+    "validate_tool_calls",
+    "validation_span",
+    "wrap_openai",
 ]
 
 # name -> module, for names whose modules are heavy to import
@@ -84,6 +134,9 @@ _LAZY = {
     # reports pull in numpy and rich; a wrapped agent that only records spans need not
     "report_from_files": "agenttrace.report",
     "render_report": "agenttrace.report.terminal",
+    # wrappers around other libraries' objects (they never import those libraries themselves)
+    "wrap_openai": "agenttrace.adapters.openai",
+    "trace_generate": "agenttrace.adapters.transformers",
 }
 
 

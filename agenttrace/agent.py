@@ -304,6 +304,9 @@ class Agent:
             sc.GEN_AI_TOOL_CALL_ID: f"call_{uuid.uuid4().hex[:12]}",
             sc.GEN_AI_TOOL_TYPE: sc.TOOL_TYPE_FUNCTION,
         }
-        with self.telemetry.span(sc.Segment.TOOL, sc.tool_span_name(tool.name), attrs):
-            return render_result(run_tool(tool, call.arguments, self.config.tool_timeout_s))
+        with self.telemetry.span(sc.Segment.TOOL, sc.tool_span_name(tool.name), attrs) as span:
+            rendered = render_result(run_tool(tool, call.arguments, self.config.tool_timeout_s))
+            # opt-in content (off by default): arguments and result, redacted and capped
+            self.telemetry.guard("recording content", self.telemetry.content.record_tool_call, span, call.arguments, rendered)
+            return rendered
 

@@ -14,6 +14,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _g
 from opentelemetry.semconv._incubating.attributes.host_attributes import HOST_NAME
 from opentelemetry.semconv._incubating.attributes.process_attributes import PROCESS_PID
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+from opentelemetry.semconv.attributes.server_attributes import SERVER_ADDRESS, SERVER_PORT
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME, SERVICE_VERSION
 
 class Segment(StrEnum):
@@ -57,6 +58,9 @@ class AttemptOutcome(StrEnum):
     TOOL_ERROR = "tool_error"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
+    # Not in SPANS.md: a wrapped agent's attempt that an exception ended which is none of the
+    # model's mistakes (e.g. the model server refused the request).
+    ERROR = "error"
 
 
 # --- Resource -----------------------------------------------------------------------------
@@ -85,10 +89,24 @@ GEN_AI_TOOL_NAME: Final = _gen_ai.GEN_AI_TOOL_NAME
 GEN_AI_TOOL_CALL_ID: Final = _gen_ai.GEN_AI_TOOL_CALL_ID
 GEN_AI_TOOL_TYPE: Final = _gen_ai.GEN_AI_TOOL_TYPE
 ERROR_TYPE: Final = ERROR_TYPE
+SERVER_ADDRESS: Final = SERVER_ADDRESS
+SERVER_PORT: Final = SERVER_PORT
+GEN_AI_REQUEST_STOP_SEQUENCES: Final = _gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES
+GEN_AI_REQUEST_STREAM: Final = _gen_ai.GEN_AI_REQUEST_STREAM
+GEN_AI_RESPONSE_ID: Final = _gen_ai.GEN_AI_RESPONSE_ID
+GEN_AI_RESPONSE_MODEL: Final = _gen_ai.GEN_AI_RESPONSE_MODEL
+# opt-in content (off by default; see agenttrace.content)
+GEN_AI_INPUT_MESSAGES: Final = _gen_ai.GEN_AI_INPUT_MESSAGES
+GEN_AI_OUTPUT_MESSAGES: Final = _gen_ai.GEN_AI_OUTPUT_MESSAGES
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = _gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS
+GEN_AI_TOOL_CALL_RESULT: Final = _gen_ai.GEN_AI_TOOL_CALL_RESULT
 
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_CHAT: Final = "chat"
 OP_EXECUTE_TOOL: Final = "execute_tool"
+OP_TEXT_COMPLETION: Final = "text_completion"
+OP_SEARCH_MEMORY: Final = "search_memory"
+OP_CREATE_MEMORY: Final = "create_memory"
 TOOL_TYPE_FUNCTION: Final = "function"
 ERROR_CANCELLED: Final = "cancelled"
 
@@ -119,6 +137,15 @@ COMPACTION_TOKENS_AFTER: Final = "agenttrace.compaction.tokens_after"
 # span that marks the decision moment (validation or parse) when the task states one. Lets reports
 # compute time to correct action from the trace alone without recording argument content.
 DECISION_CORRECT: Final = "agenttrace.decision.correct"
+
+# Not in SPANS.md, on generation spans recorded by the wrappers: how many tool calls the response
+# carried and their names (names are not content, so they are recorded without opt-in); whether
+# the caller stopped reading a stream before its end; how long a served request waited for the
+# model (the server generates one request at a time).
+RESPONSE_TOOL_CALLS: Final = "agenttrace.response.tool_calls"
+RESPONSE_TOOL_NAMES: Final = "agenttrace.response.tool_names"
+STREAM_STOPPED_EARLY: Final = "agenttrace.stream.stopped_early"
+SERVE_QUEUE_S: Final = "agenttrace.serve.queue_s"
 
 # speculative decoding, on the generation span (`agenttrace.spec.*`)
 SPEC_METHOD: Final = "agenttrace.spec.method"
@@ -169,6 +196,10 @@ def attempt_span_name(index: int) -> str:
 
 def generation_span_name(model: str, operation: str = OP_CHAT) -> str:
     return f"{operation} {model}"
+
+
+def memory_span_name(operation: str) -> str:
+    return operation  # `search_memory` / `create_memory`: the operation is the name (SPANS.md)
 
 
 def validation_span_name(tool: str) -> str:

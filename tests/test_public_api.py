@@ -14,6 +14,11 @@ EXPECTED = {
     "MonotonicClock", "ParseError", "PromptLookupDrafter", "PromptStyle", "SpecRound", "StepRecord", "Task",
     "TaskResult", "Telemetry", "Tool", "ToolCall", "ToolError", "ToolFailed", "load_model", "load_tasks",
     "render_report", "report_from_files",
+    # wrapping agents users already have (agenttrace.instrument, agenttrace.adapters)
+    "ContentPolicy", "PropagatingExecutor", "ValidationResult", "agent_span", "attempt_span", "compaction_span",
+    "configure", "current_run", "current_step", "delegation_span", "final_answer", "generation_span", "memory_span",
+    "parse_span", "propagate", "shutdown", "step_span", "tool_span", "trace_generate", "traced_model",
+    "validate_tool_call", "validate_tool_calls", "validation_span", "wrap_openai",
 }
 
 

@@ -8,4 +8,5 @@ COMMANDS = (
     "agenttrace.commands.compare",
     "agenttrace.commands.bench",
     "agenttrace.commands.export",
+    "agenttrace.commands.serve",
 )

@@ -16,6 +16,7 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.chat import CancelToken, ChatModel, Generation, GenerationParams, Message, summarize_rounds
+from agenttrace.content import chat_input_messages, chat_output_messages
 from agenttrace.telemetry.spans import child_span
 
 if TYPE_CHECKING:
@@ -106,6 +107,14 @@ def record_generation(tel: Telemetry, span: Span, gen: Generation) -> None:
             )
 
 
+def record_chat_content(tel: Telemetry, span: Span, messages: Sequence[Message], gen: Generation) -> None:
+    """Prompt and output as GenAI messages, only when content capture is on (redacted, capped)."""
+    if tel.content.enabled:
+        tel.content.record_messages(
+            span, chat_input_messages(messages), chat_output_messages(gen.text, gen.finish_reason)
+        )
+
+
 class InstrumentedModel:
     """A `ChatModel` that records each call of the wrapped model as a generation span."""
 
@@ -131,4 +140,5 @@ class InstrumentedModel:
         with tel.span(sc.Segment.GENERATION, name, request_attributes(self.inner, params), kind=kind) as span:
             gen = self.inner.chat(messages, params, cancel=cancel)
             tel.guard("recording a generation", record_generation, tel, span, gen)
+            tel.guard("recording content", record_chat_content, tel, span, messages, gen)
             return gen

@@ -20,6 +20,7 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.clock import Clock, default_clock
+from agenttrace.content import ContentPolicy
 from agenttrace.telemetry.exporters import GuardedExporter, otlp_exporter, resolve_otlp_endpoint, trace_file_exporter
 from agenttrace.telemetry.guard import FailureCounter, guarded
 from agenttrace.telemetry.limits import TruncatingExporter, max_value_length
@@ -67,6 +68,8 @@ class Telemetry:
     max_attribute_length: string attribute values longer than this reach every exporter cut,
     with a visible `...[truncated from N chars]` marker (None: OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,
     else 4096; 0: no limit).
+    content: opt-in capture of prompts, outputs and tool arguments (default: off unless
+    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT says otherwise; see agenttrace.content).
     """
 
     def __init__(
@@ -85,8 +88,10 @@ class Telemetry:
         synchronous: bool = False,
         resource_attributes: Mapping[str, AttributeValue] | None = None,
         max_attribute_length: int | None = None,
+        content: ContentPolicy | None = None,
     ) -> None:
         self.clock = clock or default_clock()
+        self.content = content if content is not None else ContentPolicy()
         self.detail: Detail = detail
         self.run_id = run_id or uuid.uuid4().hex
         self.run_label = run_label

@@ -1,0 +1,53 @@
+"""`agenttrace serve`: an OpenAI-compatible chat-completions server over our generator."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser(
+        "serve", help="OpenAI-compatible chat-completions server (streaming, tools) over our speculative generator"
+    )
+    serve.add_argument("--model", default="bundled", help="bundled (SmolLM2-135M-Instruct), a folder or a hub name")
+    serve.add_argument("--served-model-name", default=None, help="the model name clients ask for (default: the model's)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    serve.add_argument("--no-speculative", action="store_true", help="plain decoding instead of prompt lookup")
+    serve.add_argument("-k", type=int, default=3, help="draft tokens per speculation round (default 3)")
+    serve.add_argument("--trace-file", default=None, help="also write the server's spans to this OTLP/JSON lines file")
+    serve.add_argument(
+        "--otlp", nargs="?", const="", default=None, metavar="URL",
+        help="also export over OTLP (default http://localhost:4318; OTEL_EXPORTER_OTLP_* apply)",
+    )
+    serve.add_argument("--service-name", default="agenttrace-serve", help="service.name of the server's spans")
+    serve.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    serve.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agenttrace.errors import ModelUnavailable
+    from agenttrace.models import load_model
+    from agenttrace.serve.server import ServeOptions, build_engine, serve_forever
+    from agenttrace.telemetry import Telemetry
+
+    try:
+        loaded = load_model(args.model, device=args.device)
+    except ModelUnavailable as exc:
+        print(f"agenttrace serve: {exc}", file=sys.stderr)
+        return 2
+    telemetry = Telemetry(
+        service_name=args.service_name, trace_file=args.trace_file, otlp_endpoint=args.otlp, run_label="serve"
+    )
+    options = ServeOptions(
+        speculative=not args.no_speculative, num_speculative_tokens=args.k, served_name=args.served_model_name
+    )
+    try:
+        serve_forever(build_engine(loaded, telemetry, options), args.host, args.port)
+    except OSError as exc:
+        print(f"agenttrace serve: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        telemetry.shutdown()
+    return 0

@@ -1,0 +1,361 @@
+"""Where a wrapped agent is: the agent run, step and attempt that the next span belongs to.
+
+The instrumentation API keeps one context variable, the innermost open *frame* (an `AgentRun`,
+`Step` or explicit `Attempt`), next to OpenTelemetry's own current span. Both are contextvars, so
+both follow asyncio tasks and, through `propagate`, thread pools. Frames are shared objects: the
+parallel tool calls of one step all see (and count into) the same step.
+
+Spans are placed so that the tree is the one our own loop writes (SPANS.md):
+
+    invoke_agent {name}        agent_span / delegation_span
+      agent_step {n}           step_span (n counted per run)
+        attempt {i}            opened lazily by the first span recorded in a step that has no
+                               open attempt, or explicitly with attempt_span; step.retry() ends it
+          chat / parse_tool_call / validate_arguments / execute_tool / memory / compaction
+
+A leaf span's parent is the current OpenTelemetry span when that is more specific than the frame
+(inside a tool span, a generation, or the user's own span of the same trace); otherwise the
+frame's attempt (or the frame itself, outside steps).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind
+from opentelemetry.util.types import AttributeValue
+
+from agenttrace import semconv as sc
+from agenttrace.errors import ArgumentsInvalid, GenerationCancelled, ModelMistake, ParseError, ToolFailed
+from agenttrace.instrument.config import get_telemetry
+from agenttrace.telemetry import Telemetry
+from agenttrace.telemetry.spans import error_type, mark_error
+
+Outcome = sc.AttemptOutcome
+_FRAME: ContextVar[AgentRun | Step | Attempt | None] = ContextVar("agenttrace_frame", default=None)
+_CANCELLED = (GenerationCancelled, KeyboardInterrupt)
+
+
+def is_cancellation(exc: BaseException | None) -> bool:
+    import asyncio
+
+    return isinstance(exc, (*_CANCELLED, asyncio.CancelledError))
+
+
+# -- span primitives ------------------------------------------------------------------------------
+def start_span(
+    tel: Telemetry,
+    segment: str,
+    name: str,
+    attributes: Mapping[str, AttributeValue] | None,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+    parent: Context | None = None,
+) -> Span:
+    """A started (not current) span at `tel.clock.now_ns()`; `parent` None means the current context."""
+    attrs: dict[str, AttributeValue] = {sc.SEGMENT: segment}
+    attrs.update(attributes or {})
+    return tel.tracer.start_span(name, context=parent, kind=kind, attributes=attrs, start_time=tel.clock.now_ns())
+
+
+def end_span(tel: Telemetry, span: Span, exc: BaseException | None) -> None:
+    """Mark a failure (error.type, status ERROR; `cancelled` for cancellation) and end on the clock."""
+    if exc is not None:
+        mark_error(span, error_type(exc), str(exc) or type(exc).__name__)
+    span.end(end_time=tel.clock.now_ns())
+
+
+# -- frames -------------------------------------------------------------------------------------
+class AgentRun:
+    """One agent (or delegated sub-agent) run: its span and what its steps decided.
+
+    `set_outcome` overrides the outcome; otherwise it is `cancelled` or `failed` when an exception
+    ends the run, `completed` when a final answer was recorded, `failed` when the last step was
+    invalid or an error, and `budget_exhausted` when the run ended after a tool call.
+    """
+
+    def __init__(self, tel: Telemetry, span: Span, name: str, task_id: str, *, model: str | None, provider: str | None):
+        self.tel, self.span, self.name, self.task_id = tel, span, name, task_id
+        self.model, self.provider = model, provider
+        self.steps = 0
+        self.decisions_valid = 0
+        self.decisions_invalid = 0
+        self.final_answers = 0
+        self.last_step_outcome: sc.StepOutcome | None = None
+        self.outcome: sc.TaskOutcome | None = None
+        self._lock = threading.Lock()
+
+    def set_outcome(self, outcome: sc.TaskOutcome | str) -> None:
+        """Override the task outcome (`completed`, `failed`, `cancelled`, `budget_exhausted`)."""
+        self.outcome = sc.TaskOutcome(outcome)
+
+    def next_step_index(self) -> int:
+        with self._lock:
+            self.steps += 1
+            return self.steps
+
+    def count(self, *, valid: int = 0, invalid: int = 0, final: int = 0) -> None:
+        with self._lock:
+            self.decisions_valid += valid
+            self.decisions_invalid += invalid
+            self.final_answers += final
+
+    def saw_model(self, model: str | None, provider: str | None) -> None:
+        with self._lock:
+            self.model = self.model or model
+            self.provider = self.provider or provider
+
+    def final_outcome(self, exc: BaseException | None) -> sc.TaskOutcome:
+        if self.outcome is not None:
+            return self.outcome
+        if exc is not None:
+            return sc.TaskOutcome.CANCELLED if is_cancellation(exc) else sc.TaskOutcome.FAILED
+        if self.final_answers:
+            return sc.TaskOutcome.COMPLETED
+        if self.last_step_outcome in (sc.StepOutcome.INVALID, sc.StepOutcome.ERROR):
+            return sc.TaskOutcome.FAILED
+        if self.last_step_outcome is sc.StepOutcome.CANCELLED:
+            return sc.TaskOutcome.CANCELLED
+        return sc.TaskOutcome.BUDGET_EXHAUSTED if self.steps else sc.TaskOutcome.COMPLETED
+
+
+@dataclass
+class _Flags:
+    """What the spans recorded inside an attempt (or a step) said about its decision."""
+
+    final_answer: bool = False
+    valid_call: bool = False
+    tool_ok: bool = False
+    parse_error: bool = False
+    validation_error: bool = False
+    tool_error: bool = False
+    timeout: bool = False
+    error: bool = False
+
+    def outcome(self) -> sc.AttemptOutcome:
+        for flag, outcome in (
+            (self.parse_error, Outcome.PARSE_ERROR),
+            (self.validation_error, Outcome.VALIDATION_ERROR),
+            (self.timeout, Outcome.TIMEOUT),
+            (self.tool_error, Outcome.TOOL_ERROR),
+            (self.error, Outcome.ERROR),
+        ):
+            if flag:
+                return outcome
+        return Outcome.OK
+
+
+_STEP_FAILURE = {
+    Outcome.PARSE_ERROR: sc.StepOutcome.INVALID,
+    Outcome.VALIDATION_ERROR: sc.StepOutcome.INVALID,
+    Outcome.TOOL_ERROR: sc.StepOutcome.ERROR,
+    Outcome.TIMEOUT: sc.StepOutcome.ERROR,
+    Outcome.ERROR: sc.StepOutcome.ERROR,
+    Outcome.CANCELLED: sc.StepOutcome.CANCELLED,
+}
+
+
+def _outcome_of(exc: BaseException) -> sc.AttemptOutcome:
+    if is_cancellation(exc):
+        return Outcome.CANCELLED
+    if isinstance(exc, ParseError):
+        return Outcome.PARSE_ERROR
+    if isinstance(exc, ArgumentsInvalid):
+        return Outcome.VALIDATION_ERROR
+    if isinstance(exc, ToolFailed):
+        return Outcome.TIMEOUT if exc.timed_out else Outcome.TOOL_ERROR
+    if isinstance(exc, TimeoutError):
+        return Outcome.TIMEOUT
+    if isinstance(exc, ModelMistake):
+        return Outcome.TOOL_ERROR
+    return Outcome.ERROR
+
+
+class Attempt:
+    """One try at a step's decision. `set_outcome` overrides what its spans imply."""
+
+    def __init__(self, step: Step, span: Span, index: int, *, implicit: bool) -> None:
+        self.step, self.span, self.index, self.implicit = step, span, index, implicit
+        self.flags = _Flags()
+        self.outcome: sc.AttemptOutcome | None = None
+        self.ended = False
+
+    @property
+    def run(self) -> AgentRun | None:
+        return self.step.run
+
+    def set_outcome(self, outcome: sc.AttemptOutcome | str) -> None:
+        self.outcome = sc.AttemptOutcome(outcome)
+
+    def finish(self, exc: BaseException | None) -> sc.AttemptOutcome:
+        """End the span with its outcome (once); returns the outcome."""
+        if self.outcome is None:
+            self.outcome = self.flags.outcome()
+            if exc is not None:
+                # the exception names the outcome unless it is a plain error a span already
+                # explained (a tool that raised: tool_error, not error)
+                by_exc = _outcome_of(exc)
+                if by_exc is not Outcome.ERROR or self.outcome is Outcome.OK:
+                    self.outcome = by_exc
+        if not self.ended:
+            self.ended = True
+            self.span.set_attribute(sc.ATTEMPT_OUTCOME, self.outcome.value)
+            if exc is None and self.outcome is not Outcome.OK:
+                mark_error(self.span, self.outcome.value, f"attempt {self.index} ended {self.outcome.value}")
+            end_span(self.step.tel, self.span, exc)
+        return self.outcome
+
+
+class Step:
+    """One step of a run: a decision, tried by one or more attempts.
+
+    `retry(outcome)` ends the current attempt (its outcome inferred from its spans unless given);
+    the next span recorded in the step opens the next attempt. `set_outcome` overrides the step
+    outcome, which is otherwise the last attempt's: `final_answer` or `tool_call` when it held a
+    final answer or a valid (or executed) tool call, `invalid` for parse or validation failures,
+    `error` for failed tools or other errors, `cancelled`.
+    """
+
+    def __init__(self, tel: Telemetry, run: AgentRun | None, span: Span, index: int) -> None:
+        self.tel, self.run, self.span, self.index = tel, run, span, index
+        self.attempts = 0
+        self.current: Attempt | None = None
+        self.last: Attempt | None = None
+        self.outcome: sc.StepOutcome | None = None
+        self._lock = threading.Lock()
+
+    def set_outcome(self, outcome: sc.StepOutcome | str) -> None:
+        self.outcome = sc.StepOutcome(outcome)
+
+    def open_attempt(self, *, implicit: bool) -> Attempt:
+        """A new attempt span under this step (ending the open implicit one first)."""
+        with self._lock:
+            previous = self.current
+            self.current = None
+        if previous is not None:
+            previous.finish(None)
+        with self._lock:
+            self.attempts += 1
+            index = self.attempts
+        parent = trace.set_span_in_context(self.span)
+        span = start_span(self.tel, sc.Segment.ATTEMPT, sc.attempt_span_name(index), {sc.ATTEMPT_INDEX: index}, parent=parent)
+        attempt = Attempt(self, span, index, implicit=implicit)
+        with self._lock:
+            self.current = self.last = attempt
+        return attempt
+
+    def ensure_attempt(self) -> Attempt:
+        with self._lock:
+            current = self.current
+        return current if current is not None else self.open_attempt(implicit=True)
+
+    def close_attempt(self, attempt: Attempt, exc: BaseException | None) -> None:
+        with self._lock:
+            if self.current is attempt:
+                self.current = None
+        attempt.finish(exc)
+
+    def retry(self, outcome: sc.AttemptOutcome | str | None = None) -> None:
+        """End the current attempt as failed (with `outcome`, else what its spans imply)."""
+        with self._lock:
+            attempt, self.current = self.current, None
+        if attempt is None:
+            return
+        if outcome is not None:
+            attempt.set_outcome(outcome)
+        elif attempt.flags.outcome() is Outcome.OK:
+            attempt.set_outcome(Outcome.ERROR)  # a retry says the attempt did not hold
+        attempt.finish(None)
+
+    def final_outcome(self, exc: BaseException | None) -> sc.StepOutcome:
+        if self.outcome is not None:
+            return self.outcome
+        if exc is not None:
+            return sc.StepOutcome.CANCELLED if is_cancellation(exc) else sc.StepOutcome.ERROR
+        last = self.last
+        if last is None:
+            return sc.StepOutcome.INVALID
+        if last.outcome is not Outcome.OK:
+            return _STEP_FAILURE[last.outcome or Outcome.ERROR]
+        if last.flags.final_answer:
+            return sc.StepOutcome.FINAL_ANSWER
+        if last.flags.valid_call or last.flags.tool_ok:
+            return sc.StepOutcome.TOOL_CALL
+        return sc.StepOutcome.INVALID
+
+
+Frame = AgentRun | Step | Attempt
+
+
+def current_frame() -> Frame | None:
+    return _FRAME.get()
+
+
+def push_frame(frame: Frame) -> Token[Frame | None]:
+    return _FRAME.set(frame)
+
+
+def pop_frame(token: Token[Frame | None]) -> None:
+    try:
+        _FRAME.reset(token)
+    except ValueError:  # exited in another context than it was entered in; nothing to restore
+        pass
+
+
+def _chain(frame: Frame | None) -> tuple[AgentRun | None, Step | None, Attempt | None]:
+    if isinstance(frame, Attempt):
+        return frame.step.run, frame.step, frame
+    if isinstance(frame, Step):
+        return frame.run, frame, None
+    if isinstance(frame, AgentRun):
+        return frame, None, None
+    return None, None, None
+
+
+@dataclass
+class Placement:
+    """Where a new span goes: its telemetry, its parent context and the frames it counts into."""
+
+    tel: Telemetry
+    parent: Context | None
+    run: AgentRun | None = None
+    step: Step | None = None
+    attempt: Attempt | None = None
+
+    def note(self, **flags: bool) -> None:
+        """Set attempt flags (`valid_call=True`, ...) on the attempt this span belongs to."""
+        if self.attempt is not None:
+            for name, value in flags.items():
+                if value:
+                    setattr(self.attempt.flags, name, True)
+
+
+def frame_telemetry(frame: Frame | None) -> Telemetry | None:
+    if isinstance(frame, Attempt):
+        return frame.step.tel
+    if isinstance(frame, (Step, AgentRun)):
+        return frame.tel
+    return None
+
+
+def place_leaf(telemetry: Telemetry | None = None) -> Placement:
+    """Placement of a generation, parse, validation, tool, memory, compaction or delegation span."""
+    frame = current_frame()
+    run, step, attempt = _chain(frame)
+    tel = telemetry or frame_telemetry(frame) or get_telemetry()
+    if frame is None:
+        return Placement(tel, None)
+    if step is not None and attempt is None:
+        attempt = step.ensure_attempt()
+    own = attempt.span if attempt is not None else (step.span if step is not None else run.span)  # type: ignore[union-attr]
+    current = trace.get_current_span()
+    ctx = current.get_span_context()
+    frame_span = frame.span
+    if ctx.is_valid and current is not frame_span and ctx.trace_id == own.get_span_context().trace_id:
+        return Placement(tel, None, run, step, attempt)  # a more specific span of ours or the user's
+    return Placement(tel, trace.set_span_in_context(own), run, step, attempt)

@@ -1,0 +1,207 @@
+"""The structure of a wrapped agent: agent, delegation, step and attempt spans."""
+
+from __future__ import annotations
+
+import uuid
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind
+from opentelemetry.util.types import AttributeValue
+
+from agenttrace import semconv as sc
+from agenttrace.instrument.scope import Scope
+from agenttrace.instrument.frames import (
+    AgentRun,
+    Attempt,
+    Frame,
+    Step,
+    current_frame,
+    end_span,
+    frame_telemetry,
+    place_leaf,
+    start_span,
+)
+from agenttrace.instrument.config import get_telemetry
+from agenttrace.telemetry import Telemetry
+from agenttrace.telemetry.spans import mark_error
+
+__all__ = ["agent_span", "attempt_span", "current_run", "current_step", "delegation_span", "step_span"]
+
+
+def _agent_attributes(name: str, task_id: str, model: str | None, provider: str | None) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {
+        sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
+        sc.GEN_AI_AGENT_NAME: name,
+        sc.TASK_ID: task_id,
+    }
+    if model:
+        attrs[sc.GEN_AI_REQUEST_MODEL] = model
+    if provider:
+        attrs[sc.GEN_AI_PROVIDER_NAME] = provider
+    return attrs
+
+
+class agent_span(Scope[AgentRun]):  # noqa: N801 - used like a function: `with agent_span("bot") as run`
+    """An agent run: `invoke_agent {name}`, as our own loop writes it (SPANS.md, segment agent).
+
+    As a decorator, every call of the function is one run. `task_id` defaults to a fresh id.
+    `model` and `provider` (`gen_ai.request.model`, `gen_ai.provider.name`) default to those of
+    the first generation recorded in the run. The handle (`AgentRun`) counts steps and decisions
+    and writes them, with the task outcome, when the run ends; `run.set_outcome(...)` overrides
+    the inferred outcome. A run that does not end `completed` has status ERROR, as in our loop.
+    """
+
+    _segment = sc.Segment.AGENT
+
+    def __init__(
+        self,
+        name: str = "agent",
+        *,
+        task_id: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        super().__init__(name, task_id=task_id, model=model, provider=provider, telemetry=telemetry)
+        self.name, self.task_id, self.model, self.provider = name, task_id, model, provider
+        self.telemetry = telemetry
+
+    def _kind(self) -> SpanKind:
+        return SpanKind.INTERNAL
+
+    def _open(self) -> tuple[AgentRun, Telemetry, Span, Frame | None]:
+        task_id = self.task_id or uuid.uuid4().hex[:8]
+        frame = current_frame()
+        if frame is None:
+            tel, parent = self.telemetry or get_telemetry(), None
+        else:  # a run inside a step (a sub-agent): placed like any other span of that step
+            placement = place_leaf(self.telemetry)
+            tel, parent = placement.tel, placement.parent
+        attrs = _agent_attributes(self.name, task_id, self.model, self.provider)
+        span = start_span(tel, self._segment, sc.agent_span_name(self.name), attrs, kind=self._kind(), parent=parent)
+        run = AgentRun(tel, span, self.name, task_id, model=self.model, provider=self.provider)
+        return run, tel, span, run
+
+    def _close(self, run: AgentRun, exc: BaseException | None) -> None:
+        outcome = run.final_outcome(exc)
+        attrs: dict[str, AttributeValue] = {
+            sc.TASK_OUTCOME: outcome.value,
+            sc.STEPS: run.steps,
+            sc.DECISIONS_VALID: run.decisions_valid,
+            sc.DECISIONS_INVALID: run.decisions_invalid,
+        }
+        if run.model and not self.model:
+            attrs[sc.GEN_AI_REQUEST_MODEL] = run.model
+        if run.provider and not self.provider:
+            attrs[sc.GEN_AI_PROVIDER_NAME] = run.provider
+        run.span.set_attributes(attrs)
+        if exc is None and outcome is not sc.TaskOutcome.COMPLETED:
+            mark_error(run.span, outcome.value, f"task {run.task_id} ended {outcome.value}")
+        end_span(run.tel, run.span, exc)
+
+
+class delegation_span(agent_span):  # noqa: N801
+    """A sub-agent run delegated from the current step: `invoke_agent {name}` with segment
+    `delegation` and the agent attributes. Its own steps nest inside it. `awaited=False` (the
+    delegating agent does not wait for it) makes it a PRODUCER span, as SPANS.md asks."""
+
+    _segment = sc.Segment.DELEGATION
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        task_id: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        awaited: bool = True,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        super().__init__(name, task_id=task_id, model=model, provider=provider, telemetry=telemetry)
+        self._kwargs["awaited"] = awaited
+        self.awaited = awaited
+
+    def _kind(self) -> SpanKind:
+        return SpanKind.INTERNAL if self.awaited else SpanKind.PRODUCER
+
+
+def _enclosing_run(frame: Frame | None) -> AgentRun | None:
+    if isinstance(frame, Attempt):
+        return frame.step.run
+    if isinstance(frame, Step):
+        return frame.run
+    return frame if isinstance(frame, AgentRun) else None
+
+
+class step_span(Scope[Step]):  # noqa: N801
+    """One step of the current run: `agent_step {n}`, n counted per run unless `index` is given.
+
+    Spans recorded in the step open its attempt (`attempt 1`) on first use; `step.retry()` ends
+    that attempt so the next span opens `attempt 2`. Outside a run the step is a root span.
+    """
+
+    def __init__(self, index: int | None = None, *, telemetry: Telemetry | None = None) -> None:
+        super().__init__(index, telemetry=telemetry)
+        self.index, self.telemetry = index, telemetry
+
+    def _open(self) -> tuple[Step, Telemetry, Span, Frame | None]:
+        frame = current_frame()
+        run = _enclosing_run(frame)
+        tel = self.telemetry or frame_telemetry(frame) or get_telemetry()
+        index = run.next_step_index() if run is not None else 1
+        if self.index is not None:
+            index = self.index
+        parent = trace.set_span_in_context(run.span) if run is not None else None
+        span = start_span(tel, sc.Segment.STEP, sc.step_span_name(index), {sc.STEP_INDEX: index}, parent=parent)
+        step = Step(tel, run, span, index)
+        return step, tel, span, step
+
+    def _close(self, step: Step, exc: BaseException | None) -> None:
+        current = step.current
+        if current is not None:
+            step.close_attempt(current, exc if current.implicit else None)
+        outcome = step.final_outcome(exc)
+        if step.run is not None:
+            step.run.last_step_outcome = outcome
+        step.span.set_attributes({sc.STEP_OUTCOME: outcome.value, sc.STEP_ATTEMPTS: step.attempts})
+        if exc is None and outcome not in (sc.StepOutcome.TOOL_CALL, sc.StepOutcome.FINAL_ANSWER):
+            mark_error(step.span, outcome.value, f"step {step.index} ended {outcome.value}")
+        end_span(step.tel, step.span, exc)
+
+
+class attempt_span(Scope[Attempt]):  # noqa: N801
+    """An explicit attempt of the current step (`attempt {i}`), for loops that retry a decision
+    themselves. Ends the step's open implicit attempt first. Outside a step it opens a step."""
+
+    def __init__(self, *, telemetry: Telemetry | None = None) -> None:
+        super().__init__(telemetry=telemetry)
+        self.telemetry = telemetry
+        self._own_step: step_span | None = None
+
+    def _open(self) -> tuple[Attempt, Telemetry, Span, Frame | None]:
+        frame = current_frame()
+        step = frame if isinstance(frame, Step) else frame.step if isinstance(frame, Attempt) else None
+        if step is None:
+            self._own_step = step_span(telemetry=self.telemetry)
+            step = self._own_step.__enter__()
+        attempt = step.open_attempt(implicit=False)
+        return attempt, step.tel, attempt.span, attempt
+
+    def _close(self, attempt: Attempt, exc: BaseException | None) -> None:
+        attempt.step.close_attempt(attempt, exc)
+        if self._own_step is not None:
+            own, self._own_step = self._own_step, None
+            own.__exit__(type(exc) if exc else None, exc, None)
+
+
+def current_run() -> AgentRun | None:
+    """The innermost open agent (or delegated) run in this context, if any."""
+    return _enclosing_run(current_frame())
+
+
+def current_step() -> Step | None:
+    """The innermost open step in this context, if any."""
+    frame = current_frame()
+    if isinstance(frame, Attempt):
+        return frame.step
+    return frame if isinstance(frame, Step) else None

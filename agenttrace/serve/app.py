@@ -1,0 +1,202 @@
+"""The OpenAI-compatible HTTP API (Starlette): chat completions, streamed over SSE or not.
+
+    POST /v1/chat/completions   messages, tools, tool_choice, stream, stream_options, stop, ...
+    GET  /v1/models             the one served model
+    GET  /health                {"status": "ok"}
+
+Starlette and uvicorn: a small ASGI stack made for this (routing, SSE streaming responses,
+client-disconnect detection), with no framework beyond it. Generation runs on a worker thread;
+a client that disconnects mid-stream cancels its generation at the next round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from agenttrace.chat import CancelToken
+from agenttrace.errors import GenerationCancelled
+from agenttrace.serve.engine import Engine, EngineResult
+from agenttrace.serve.protocol import (
+    ChatRequest,
+    RequestError,
+    chunk_body,
+    completion_body,
+    error_body,
+    new_ids,
+    prompt_messages,
+    request_params,
+    request_tools,
+)
+
+__all__ = ["create_app"]
+
+_DONE = object()
+
+
+def _error(exc: RequestError) -> JSONResponse:
+    kind = "invalid_request_error" if exc.status < 500 else "server_error"
+    return JSONResponse(error_body(str(exc), kind=kind, param=exc.param, code=exc.code), status_code=exc.status)
+
+
+def _sse(obj: dict[str, Any]) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+class _TextStream:
+    """Turns the token lists the generator reports into text deltas: held back while the text
+    ends in an incomplete character or could still turn out to be the start of a stop string."""
+
+    def __init__(self, decode: Any, stops: tuple[str, ...]) -> None:
+        self.decode = decode
+        self.hold = max((len(s) for s in stops), default=1) - 1
+        self.stops = stops
+        self.sent = ""
+
+    def delta(self, tokens: list[int]) -> str:
+        text = self.decode(tokens)
+        if any(s in text for s in self.stops):
+            return ""  # the final text (cut at the stop string) is sent at the end
+        text = text.rstrip("\ufffd")
+        safe = text[: len(text) - self.hold] if self.hold else text
+        if not safe.startswith(self.sent) or len(safe) <= len(self.sent):
+            return ""
+        out, self.sent = safe[len(self.sent) :], safe
+        return out
+
+    def rest(self, final: str) -> str:
+        return final[len(self.sent) :] if final.startswith(self.sent) else ""
+
+
+def create_app(engine: Engine) -> Starlette:
+    """The ASGI app serving `engine`."""
+
+    async def health(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def models(_: Request) -> Response:
+        created = engine.telemetry.clock.now_ns() // 1_000_000_000
+        card = {"id": engine.model_name, "object": "model", "created": created, "owned_by": "agenttrace"}
+        return JSONResponse({"object": "list", "data": [card]})
+
+    async def chat(request: Request) -> Response:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return _error(RequestError(f"the request body is not valid JSON: {exc}"))
+        try:
+            req = ChatRequest.model_validate(body)
+            if req.model != engine.model_name:
+                raise RequestError(
+                    f"model {req.model!r} is not served here; this server serves {engine.model_name!r}",
+                    status=404, param="model", code="model_not_found",
+                )
+            params = request_params(req)
+            tools = request_tools(req)
+            messages = prompt_messages(req, tools)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            return _error(RequestError(f"invalid request: {where}: {first['msg']}", param=where))
+        except RequestError as exc:
+            return _error(exc)
+
+        cid, call_id = new_ids()
+        created = engine.telemetry.clock.now_ns() // 1_000_000_000
+        span = engine.begin(request.headers, params, req.stream)
+        if not req.stream:
+            cancel = CancelToken()
+            try:
+                result: EngineResult = await anyio.to_thread.run_sync(
+                    lambda: engine.run(span, messages, params, tools, call_id, cancel=cancel), abandon_on_cancel=False
+                )
+            except BaseException as exc:
+                cancel.cancel()
+                engine.end(span, exc)
+                if isinstance(exc, Exception) and not isinstance(exc, GenerationCancelled):
+                    return _error(RequestError(f"generation failed: {type(exc).__name__}: {exc}", status=500))
+                raise
+            engine.end(span, None)
+            return JSONResponse(completion_body(cid, created, engine.model_name, result.reply))
+
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        stream = _stream(engine, span, messages, params, tools, cid, call_id, created, include_usage)
+        return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    return Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+        ]
+    )
+
+
+async def _stream(
+    engine: Engine, span: Any, messages: Any, params: Any, tools: Any, cid: str, call_id: str, created: int,
+    include_usage: bool,
+) -> AsyncIterator[str]:
+    """SSE events: a role chunk, content deltas as tokens arrive (or, with tools, the decision
+    once parsed), the finish chunk, the usage chunk if asked, then `[DONE]`."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    cancel = CancelToken()
+    text = _TextStream(engine.model.decode, params.stop)
+
+    def on_tokens(tokens: list[int]) -> None:  # on the worker thread
+        if not tools:
+            loop.call_soon_threadsafe(queue.put_nowait, tokens)
+
+    def work() -> None:
+        try:
+            outcome: Any = engine.run(span, messages, params, tools, call_id, on_tokens=on_tokens, cancel=cancel)
+        except BaseException as exc:  # handed to the event loop, which ends the span
+            outcome = exc
+        loop.call_soon_threadsafe(queue.put_nowait, (_DONE, outcome))
+
+    model = engine.model_name
+    loop.run_in_executor(None, work)
+    error: BaseException | None = None
+    try:
+        yield _sse(chunk_body(cid, created, model, {"role": "assistant", "content": ""}))
+        while True:
+            item = await queue.get()
+            if isinstance(item, tuple) and item and item[0] is _DONE:
+                outcome = item[1]
+                break
+            delta = text.delta(item)
+            if delta:
+                yield _sse(chunk_body(cid, created, model, {"content": delta}))
+        if isinstance(outcome, BaseException):
+            error = outcome
+            yield _sse(error_body(f"generation failed: {type(outcome).__name__}: {outcome}", kind="server_error"))
+            return
+        reply = outcome.reply
+        if reply.tool_call is not None:
+            calls = [dict(c, index=i) for i, c in enumerate(reply.tool_calls())]
+            yield _sse(chunk_body(cid, created, model, {"tool_calls": calls}))
+        else:
+            rest = text.rest(reply.content or "") if not tools else reply.content or ""
+            if rest:
+                yield _sse(chunk_body(cid, created, model, {"content": rest}))
+        yield _sse(chunk_body(cid, created, model, {}, reply.finish_reason))
+        if include_usage:
+            yield _sse(chunk_body(cid, created, model, None, usage=reply.usage()))
+        yield "data: [DONE]\n\n"
+    except BaseException as exc:  # the client went away (cancelled) or sending failed
+        error = exc
+        cancel.cancel()
+        raise
+    finally:
+        if error is not None:
+            cancel.cancel()  # the worker stops at its next round and frees the model
+        engine.end(span, error)
