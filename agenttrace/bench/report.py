@@ -153,13 +153,14 @@ def _attempt(w: _Writer, rng: random.Random, trace: str, step: str, index: int, 
         t += 200_000
         if valid:
             parallel = rng.random() < 0.05
+            end_tools = t
             for i in range(2 if parallel else 1):
                 ts = t + i * 300_000
                 te = ts + int(rng.uniform(0.001, 0.2) * 1e9)
                 tool = w.span(trace, attempt_id, "execute_tool weather", "tool", ts, te, (("gen_ai.tool.name", "weather"),))
                 if rng.random() < 0.5:
                     w.span(trace, tool, "GET", "network", ts + 100_000, te - 100_000, (("http.request.method", "GET"),))
-                end_tools = te if i == 0 else max(end_tools, te)
+                end_tools = max(end_tools, te)
             t = end_tools
     t += 30_000
     w.span(trace, step, f"attempt {index}", "attempt", start, t,
@@ -209,7 +210,7 @@ def measure(path: str) -> dict[str, float]:
 
     t0, c0 = time.perf_counter(), time.process_time()
     loaded = load_spans([path])
-    t1, c1 = time.perf_counter(), time.process_time()
+    t1 = time.perf_counter()
     report = build_report(loaded.spans, [path], loaded.problems)
     t2, c2 = time.perf_counter(), time.process_time()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB

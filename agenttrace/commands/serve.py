@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     serve.add_argument("--no-speculative", action="store_true", help="plain decoding instead of prompt lookup")
-    serve.add_argument("-k", type=int, default=3, help="draft tokens per speculation round (default 3)")
+    serve.add_argument("-k", type=int, default=8, help="most draft tokens per speculation round (adaptive; default 8)")
+    serve.add_argument("--no-prefix-cache", action="store_true", help="prefill every request's whole prompt")
     serve.add_argument("--trace-file", default=None, help="also write the server's spans to this OTLP/JSON lines file")
     serve.add_argument(
         "--otlp", nargs="?", const="", default=None, metavar="URL",
@@ -41,7 +42,10 @@ def run(args: argparse.Namespace) -> int:
         service_name=args.service_name, trace_file=args.trace_file, otlp_endpoint=args.otlp, run_label="serve"
     )
     options = ServeOptions(
-        speculative=not args.no_speculative, num_speculative_tokens=args.k, served_name=args.served_model_name
+        speculative=not args.no_speculative,
+        num_speculative_tokens=args.k,
+        prefix_cache=not args.no_prefix_cache,
+        served_name=args.served_model_name,
     )
     try:
         serve_forever(build_engine(loaded, telemetry, options), args.host, args.port)

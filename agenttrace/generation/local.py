@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -109,14 +109,25 @@ class LocalChatModel:
             raise
 
     def complete_ids(
-        self, prompt_ids: list[int], params: GenerationParams, *, cancel: CancelToken | None = None
+        self,
+        prompt_ids: list[int],
+        params: GenerationParams,
+        *,
+        cancel: CancelToken | None = None,
+        on_tokens: Callable[[list[int]], None] | None = None,
     ) -> tuple[Generation, Decoded]:
         """Generate after already-tokenized input: the record, and the loop's own output (the
-        generated ids, EOS included, and decode timings), for benchmarks and equivalence tests."""
-        return self._run(prompt_ids, params, cancel, self.clock.now_ns())
+        generated ids, EOS included, and decode timings), for servers, benchmarks and tests.
+        `on_tokens` receives the tokens generated so far after every round (streaming)."""
+        return self._run(prompt_ids, params, cancel, self.clock.now_ns(), on_tokens)
 
     def _run(
-        self, prompt_ids: list[int], params: GenerationParams, cancel: CancelToken | None, start: int
+        self,
+        prompt_ids: list[int],
+        params: GenerationParams,
+        cancel: CancelToken | None,
+        start: int,
+        on_tokens: Callable[[list[int]], None] | None = None,
     ) -> tuple[Generation, Decoded]:
         stop = StopCriteria(self._eos, params.max_tokens, params.stop, self.decode)
         out = generate(
@@ -130,6 +141,7 @@ class LocalChatModel:
             controller=self.controller,
             prefix_cache=self.prefix_cache,
             cancel=cancel,
+            on_tokens=on_tokens,
         )
         text = self.decode(out.tokens)
         for s in params.stop:

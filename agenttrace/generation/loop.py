@@ -116,6 +116,7 @@ def generate(
     controller: KController | None = None,
     prefix_cache: PrefixCache | None = None,
     cancel: CancelToken | None = None,
+    on_tokens: Callable[[list[int]], None] | None = None,
 ) -> Decoded:
     """Generate after `prompt_ids`. Greedy output is identical with and without a drafter and
     with and without a prefix cache; sampled output has the same distribution.
@@ -123,6 +124,9 @@ def generate(
     With a `controller`, k is chosen per round (at most `num_speculative_tokens`) and speculation
     stops for the rest of the call once it is measured not to pay. Raises GenerationCancelled
     within one round of `cancel` being set; the KV cache is released either way.
+    on_tokens: called on the generating thread after prefill and after every round with all
+    tokens generated so far (for streaming; it may include tokens past a stop string, which the
+    final result cuts); an exception it raises ends the call.
     """
     start = clock.now_ns()
     rng = sampling.make_generator(params, model.device)
@@ -144,6 +148,8 @@ def generate(
             logits = kv.forward(model, prompt_ids[cached:], cache, last_only=True)  # [1, V]
             out = [sampling.choose(logits[-1], params, rng)]
             prefill_end = first_token = clock.now_ns()
+            if on_tokens is not None:
+                on_tokens(list(out))
 
             rounds: list[SpecRound] = []
             passes = 0
@@ -184,6 +190,8 @@ def generate(
                         controller.record_plain_step((clock.now_ns() - step_start) / 1e9)
                 passes += 1
                 result = _first_stop(out, checked, stop)
+                if on_tokens is not None:
+                    on_tokens(list(out[: result[0]] if result else out))
 
         keep, reason = result
         if prefix_cache is not None:

@@ -17,7 +17,6 @@ from agenttrace.report.model import (
     GenerationFigures,
     PathSectionFigures,
     Report,
-    SegmentTimes,
     StepFigures,
     TaskFigures,
     WaterfallSpan,

@@ -6,19 +6,18 @@ span that continues the caller's trace when the request carries a W3C `tracepare
 generator's prefill child and speculation rounds, and a `parse_tool_call` child when the request
 had tools.
 
-Streaming without changing the generator: `LocalChatModel` has no token callback, but its loop
-shows the drafter the whole context at every round. `_ObservingDrafter` delegates to the real
-drafter (or proposes nothing, for plain decoding) and reports the tokens generated so far, so
-text streams as it is produced, one round behind at most.
+Streaming: the generator calls back after prefill and after every round with the tokens so far,
+so text streams as it is produced (a speculation round may deliver several tokens at once). The
+model keeps its prefix cache across requests: a client agent re-sending its system prompt and
+history at every step prefills only what is new.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from opentelemetry import propagate as otel_propagate
 from opentelemetry import trace
@@ -35,34 +34,11 @@ from agenttrace.telemetry.generation import record_chat_content, record_generati
 from agenttrace.tools import Tool
 
 if TYPE_CHECKING:
-    from agenttrace.generation.drafters import Drafter
     from agenttrace.generation.local import LocalChatModel
 
 __all__ = ["Engine", "EngineResult"]
 
 TokenSink = Callable[[list[int]], None]
-
-
-class _ObservingDrafter:
-    """Proposes what `inner` proposes (nothing when None) and reports the output so far."""
-
-    def __init__(self, inner: Drafter | None, prompt_len: int, on_tokens: TokenSink | None) -> None:
-        from agenttrace.generation.drafters import Draft
-
-        self._draft = Draft
-        self.inner = inner
-        self.method = inner.method if inner is not None else "none"
-        self.prompt_len = prompt_len
-        self.on_tokens = on_tokens
-
-    def propose(self, context: Sequence[int], k: int, params: GenerationParams) -> Any:
-        if self.on_tokens is not None:
-            self.on_tokens(list(context[self.prompt_len :]))  # a copy: the loop keeps appending
-        return self.inner.propose(context, k, params) if self.inner is not None else self._draft([])
-
-    def reset(self) -> None:
-        if self.inner is not None:
-            self.inner.reset()
 
 
 @dataclass(frozen=True)
@@ -73,24 +49,12 @@ class EngineResult:
 
 
 class Engine:
-    """Our speculative generator behind the server.
+    """Our generator behind the server: `model` (with its drafter and prefix cache, as
+    configured) serves one request at a time. `model_name` is the name clients must ask for."""
 
-    drafter: a factory for the drafter of each request (None: plain decoding); k: draft tokens
-    per round. `model_name` is the name clients must ask for.
-    """
-
-    def __init__(
-        self,
-        model: LocalChatModel,
-        telemetry: Telemetry,
-        *,
-        drafter: Callable[[], Drafter] | None = None,
-        num_speculative_tokens: int = 3,
-    ) -> None:
+    def __init__(self, model: LocalChatModel, telemetry: Telemetry) -> None:
         self.model = model
         self.telemetry = telemetry
-        self.drafter = drafter
-        self.k = max(1, num_speculative_tokens)
         self._lock = threading.Lock()
 
     @property
@@ -134,21 +98,11 @@ class Engine:
         reply = self._reply(span, gen, tools, call_id)
         return EngineResult(reply, gen, gen.text)
 
-    def _generate(self, messages: Sequence[Message], params: GenerationParams, on_tokens: TokenSink | None, cancel: CancelToken | None) -> Generation:
-        from agenttrace.generation.local import LocalChatModel
-
-        base = self.model
-        prompt = base.encode_chat(messages)
-        inner = self.drafter() if self.drafter is not None else None
-        observer = _ObservingDrafter(inner, len(prompt), on_tokens)
-        model = LocalChatModel(
-            base.model, base.tokenizer, name=base.model_name, drafter=observer, num_speculative_tokens=self.k,
-            clock=base.clock,
-        )
-        gen, _ = model.complete_ids(prompt, params, cancel=cancel)
-        if inner is None:  # plain decoding: the observer's rounds were never speculation
-            gen = dataclasses.replace(gen, num_speculative_tokens=0)
-        return gen
+    def _generate(
+        self, messages: Sequence[Message], params: GenerationParams, on_tokens: TokenSink | None, cancel: CancelToken | None
+    ) -> Generation:
+        prompt = self.model.encode_chat(messages)
+        return self.model.complete_ids(prompt, params, cancel=cancel, on_tokens=on_tokens)[0]
 
     def _reply(self, span: Span, gen: Generation, tools: Sequence[Tool], call_id: str) -> ServedReply:
         finish = "length" if gen.finish_reason == "length" else "stop"

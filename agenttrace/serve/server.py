@@ -24,7 +24,8 @@ __all__ = ["BackgroundServer", "ServeOptions", "bind", "build_engine"]
 @dataclass(frozen=True)
 class ServeOptions:
     speculative: bool = True  # prompt-lookup drafting (greedy output is unchanged by it)
-    num_speculative_tokens: int = 3
+    num_speculative_tokens: int = 8  # the most draft tokens per round (k is adaptive)
+    prefix_cache: bool = True  # reuse the KV cache of earlier requests' common prefix
     served_name: str | None = None  # the model name clients ask for (default: the model's)
 
 
@@ -33,9 +34,16 @@ def build_engine(loaded: LoadedModel, telemetry: Telemetry, options: ServeOption
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
 
-    model = LocalChatModel(loaded.model, loaded.tokenizer, name=options.served_name or loaded.name)
-    drafter = PromptLookupDrafter if options.speculative else None
-    return Engine(model, telemetry, drafter=drafter, num_speculative_tokens=options.num_speculative_tokens)
+    model = LocalChatModel(
+        loaded.model,
+        loaded.tokenizer,
+        name=options.served_name or loaded.name,
+        drafter=PromptLookupDrafter() if options.speculative else None,
+        num_speculative_tokens=options.num_speculative_tokens,
+        adaptive=True,
+        prefix_cache=options.prefix_cache,
+    )
+    return Engine(model, telemetry)
 
 
 def bind(host: str, port: int) -> socket.socket:
