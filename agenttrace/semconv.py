@@ -70,6 +70,10 @@ HOST_NAME: Final = HOST_NAME
 PROCESS_PID: Final = PROCESS_PID
 RUN_ID: Final = "agenttrace.run.id"
 RUN_LABEL: Final = "agenttrace.run.label"
+# Not in SPANS.md: on the resource of `agenttrace bench` traces, which suite and repeat a trace
+# file holds (its run label is the arm), so a trace read on its own says what it measured.
+BENCH_SUITE: Final = "agenttrace.bench.suite"
+BENCH_REPEAT: Final = "agenttrace.bench.repeat"
 
 # --- GenAI conventions ---------------------------------------------------------------------
 GEN_AI_OPERATION_NAME: Final = _gen_ai.GEN_AI_OPERATION_NAME

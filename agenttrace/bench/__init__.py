@@ -5,4 +5,5 @@ ratios (speed targets are checked here, never by timed tests). Each module defin
 BENCHES: tuple[str, ...] = (
     "agenttrace.bench.generation",
     "agenttrace.bench.report",
+    "agenttrace.bench.harness",
 )

@@ -1,0 +1,76 @@
+"""The process `agenttrace bench` starts to measure cold start: import, load the model, run one
+task, and write when each of those happened (CLOCK_MONOTONIC, shared by every process on the
+machine, so the parent can subtract the moment it started this one).
+
+    python -m agenttrace.bench.harness.coldstart_child --options JSON --arm ARM --task ID --result FILE
+"""
+
+from __future__ import annotations
+
+import time
+
+_T_MAIN = time.monotonic_ns()  # the interpreter is up and this module is being imported
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+
+
+def _first_valid_call_s(spans) -> tuple[float | None, str | None]:
+    """(agent start -> end of the first validation that passed, the task outcome) from spans."""
+    from agenttrace import semconv as sc
+
+    agent = next((s for s in spans if s.attributes.get(sc.SEGMENT) == sc.Segment.AGENT), None)
+    ok = [s.end_time for s in spans
+          if s.attributes.get(sc.SEGMENT) == sc.Segment.VALIDATION and s.attributes.get(sc.VALIDATION_OK) is True]
+    if agent is None:
+        return None, None
+    outcome = agent.attributes.get(sc.TASK_OUTCOME)
+    return ((min(ok) - agent.start_time) / 1e9 if ok else None), outcome
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="coldstart_child")
+    p.add_argument("--options", required=True)
+    p.add_argument("--arm", required=True)
+    p.add_argument("--task", required=True)
+    p.add_argument("--result", required=True)
+    args = p.parse_args(argv)
+
+    import torch  # (what every start pays: torch, transformers, the package)
+    import transformers  # noqa: F401
+
+    from agenttrace.bench.harness.arms import build_model
+    from agenttrace.bench.harness.options import HarnessOptions
+    from agenttrace.models import load_model
+    from agenttrace.testing import capture_telemetry
+    from agents.suites import load_suite
+
+    t_imports = time.monotonic_ns()
+    opts = HarnessOptions.from_json(json.loads(args.options))
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    loaded = load_model(opts.model, device=opts.device, dtype=opts.dtype)
+    t_loaded = time.monotonic_ns()
+    suite = load_suite("tool_calls")
+    task = next(t for t in suite.tasks if t.id == args.task)
+    from agenttrace.clock import default_clock
+
+    tel, memory = capture_telemetry(default_clock())  # real clock, spans kept in memory
+    agent = suite.build_agent(build_model(args.arm, loaded, opts), tel)
+    t_agent = time.monotonic_ns()
+    agent.run(task)
+    t_end = time.monotonic_ns()
+    ttvtc, outcome = _first_valid_call_s(memory.get_finished_spans())
+    result = {
+        "main_ns": _T_MAIN, "imports_ns": t_imports, "loaded_ns": t_loaded, "agent_ns": t_agent, "end_ns": t_end,
+        "first_valid_ns": None if ttvtc is None else t_agent + int(ttvtc * 1e9),
+        "converted": loaded.converted, "outcome": outcome,
+    }
+    with open(args.result, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Per suite and arm: the figures of the issue's list, from the traces (everything SPANS.md
+defines: TTVTC, time to correct action, task time, completion and validity, speculation) and
+from the harness's own records (TTFT, time per output token, correctness, memory, energy).
+Then each arm against the baseline, with the reports' bootstrap comparison.
+
+Imports neither torch nor transformers: a finished output folder renders anywhere.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from agenttrace.bench.harness.records import TaskRecord
+from agenttrace.report import report_from_files
+from agenttrace.report.compare import FIGURES
+from agenttrace.report.model import Distribution, TaskFigures
+from agenttrace.report.runs import run_figures
+from agenttrace.report.stats import RatioEstimate, bootstrap_ratio_of_medians, distribution
+
+ALL = "all suites"
+# Fewer samples a side than this get no verdict: a bootstrap of one or two values has an interval
+# of zero width and would call any difference a gain or a regression.
+MIN_SAMPLES = 5
+
+
+def judged(est: RatioEstimate) -> RatioEstimate:
+    """`est`, its verdict replaced by "too few" when either side has under MIN_SAMPLES values."""
+    if est.ratio is not None and min(est.n_a, est.n_b) < MIN_SAMPLES:
+        return replace(est, verdict="too few")  # type: ignore[arg-type]
+    return est
+
+
+@dataclass
+class ArmFigures:
+    """One arm on one suite (or on every suite: `suite == ALL`)."""
+
+    suite: str
+    arm: str
+    tasks: int
+    completion_rate: float | None
+    validity_rate: float | None
+    correct: int
+    checkable: int
+    ttvtc: Distribution
+    correct_action: Distribution
+    task_wall: Distribution
+    ttft: Distribution
+    tpot: Distribution
+    tokens_per_s: float | None
+    acceptance_rate: float | None
+    mean_acceptance_length: float | None
+    generations: int
+    fallbacks: int
+    tool_calls_per_task: float | None
+    same_output: tuple[int, int] | None  # (task runs whose texts equal the baseline's, compared)
+    peak_rss_bytes: int | None
+    peak_gpu_bytes: int | None
+    energy_j_per_task: float | None
+    power_w: float | None
+
+    @property
+    def correctness_rate(self) -> float | None:
+        return self.correct / self.checkable if self.checkable else None
+
+
+@dataclass
+class Versus:
+    """One figure of one arm against the baseline on one suite."""
+
+    suite: str
+    arm: str
+    figure: str
+    unit: str
+    estimate: RatioEstimate
+
+
+@dataclass
+class BenchFigures:
+    arms: list[ArmFigures] = field(default_factory=list)
+    versus: list[Versus] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def arm(self, suite: str, arm: str) -> ArmFigures | None:
+        return next((a for a in self.arms if a.suite == suite and a.arm == arm), None)
+
+
+# Figures compared against the baseline: (name, unit, samples, higher is better). The trace
+# figures reuse the report's own definitions (agenttrace compare shows the same numbers).
+_TRACE_FIGURES = {
+    "time to correct action (task)": "time to correct action",
+    "time to valid tool call (task)": "time to valid tool call",
+    "task wall time": "task time",
+    "generation tokens/s": "generation tokens/s",
+}
+
+
+def _trace_specs():
+    return [(short, spec) for spec in FIGURES for name, short in _TRACE_FIGURES.items() if spec.name == name]
+
+
+def load_traces(out: Path, records: list[TaskRecord]) -> tuple[dict[tuple[str, str], list[TaskFigures]], list[str]]:
+    """TaskFigures per (suite, arm), read from the trace file of each chunk and arm."""
+    tasks: dict[tuple[str, str], list[TaskFigures]] = defaultdict(list)
+    problems: list[str] = []
+    files = sorted({(r.repeat, r.suite, r.arm) for r in records})
+    for repeat, suite, arm in files:
+        path = out / "traces" / f"r{repeat}-{suite}-{arm}.jsonl"
+        if not path.exists():
+            problems.append(f"{path}: missing; its task runs are left out of the trace figures")
+            continue
+        report = report_from_files([str(path)])
+        problems += report.problems
+        tasks[(suite, arm)] += report.tasks
+    return tasks, problems
+
+
+def _same_output(mine: list[TaskRecord], base: dict[tuple[int, str], str]) -> tuple[int, int] | None:
+    pairs = [(r.output_digest, base.get((r.repeat, r.task_id))) for r in mine]
+    pairs = [(a, b) for a, b in pairs if b is not None]
+    return (sum(a == b for a, b in pairs), len(pairs)) if pairs else None
+
+
+def _max(xs) -> int | None:
+    xs = [x for x in xs if x is not None]
+    return max(xs) if xs else None
+
+
+def arm_figures(suite: str, arm: str, traced: list[TaskFigures], recs: list[TaskRecord],
+                base: dict[tuple[int, str], str] | None) -> ArmFigures:
+    run = run_figures(traced, arm)
+    spec = run.speculation
+    checkable = [r for r in recs if r.correct is not None]
+    energy = [r.energy_j for r in recs]
+    has_energy = recs and all(e is not None for e in energy)
+    wall = sum(r.wall_s for r in recs)
+    return ArmFigures(
+        suite=suite, arm=arm, tasks=len(recs), completion_rate=run.completion_rate, validity_rate=run.validity_rate,
+        correct=sum(bool(r.correct) for r in checkable), checkable=len(checkable),
+        ttvtc=run.ttvtc, correct_action=run.time_to_correct_action, task_wall=run.task_wall,
+        ttft=distribution(x for r in recs for x in r.ttft_s), tpot=distribution(x for r in recs for x in r.tpot_s),
+        tokens_per_s=spec.tokens_per_s,
+        acceptance_rate=spec.acceptance_rate, mean_acceptance_length=spec.mean_acceptance_length,
+        generations=spec.generations, fallbacks=spec.fallbacks,
+        tool_calls_per_task=sum(r.tool_calls for r in recs) / len(recs) if recs else None,
+        same_output=None if base is None else _same_output(recs, base),
+        peak_rss_bytes=_max(r.peak_rss_bytes for r in recs), peak_gpu_bytes=_max(r.peak_gpu_bytes for r in recs),
+        energy_j_per_task=sum(energy) / len(recs) if has_energy else None,  # type: ignore[arg-type]
+        power_w=sum(energy) / wall if has_energy and wall > 0 else None,  # type: ignore[arg-type]
+    )
+
+
+def _versus(suite: str, arm: str, base_t: list[TaskFigures], arm_t: list[TaskFigures], base_r: list[TaskRecord],
+            arm_r: list[TaskRecord], seed: int) -> list[Versus]:
+    out = []
+    for short, spec in _trace_specs():
+        a, b = spec.samples(base_t), spec.samples(arm_t)
+        est = bootstrap_ratio_of_medians(a, b, seed=seed, higher_is_better=spec.higher_is_better)
+        out.append(Versus(suite, arm, short, spec.unit, judged(est)))
+    for name, attr in (("TTFT", "ttft_s"), ("time per output token", "tpot_s")):
+        a = [x for r in base_r for x in getattr(r, attr)]
+        b = [x for r in arm_r for x in getattr(r, attr)]
+        out.append(Versus(suite, arm, name, "s", judged(bootstrap_ratio_of_medians(a, b, seed=seed))))
+    return out
+
+
+def compute(out: Path, records: list[TaskRecord], suites: tuple[str, ...], arms: tuple[str, ...],
+            seed: int = 0) -> BenchFigures:
+    """Every figure of a run's output folder: per suite and arm, over all suites, and against
+    the baseline (the first arm). Suites or arms without records are left out."""
+    traced, problems = load_traces(out, records)
+    by: dict[tuple[str, str], list[TaskRecord]] = defaultdict(list)
+    for r in records:
+        by[(r.suite, r.arm)].append(r)
+    baseline = arms[0]
+    figs = BenchFigures(problems=problems)
+    groups = [(s, [s]) for s in suites if any((s, a) in by for a in arms)]
+    if len(groups) > 1:
+        groups.append((ALL, [s for s, _ in groups]))
+    for label, members in groups:
+        base_digest = {(r.repeat, r.task_id): r.output_digest for s in members for r in by[(s, baseline)]}
+        for arm in arms:
+            recs = [r for s in members for r in by[(s, arm)]]
+            if not recs:
+                continue
+            tasks = [t for s in members for t in traced[(s, arm)]]
+            figs.arms.append(arm_figures(label, arm, tasks, recs, None if arm == baseline else base_digest))
+            if arm != baseline:
+                base_t = [t for s in members for t in traced[(s, baseline)]]
+                base_r = [r for s in members for r in by[(s, baseline)]]
+                figs.versus += _versus(label, arm, base_t, tasks, base_r, recs, seed)
+    return figs

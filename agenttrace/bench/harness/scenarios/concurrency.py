@@ -1,0 +1,158 @@
+"""N agents sharing one model: throughput and p95 latency against N, with and without speculation.
+
+At each level N, the same tasks (`concurrency_tasks` of the tool-call suite) are served by N agent
+threads pulling from one queue. The weights are shared (one loaded torch model); each thread has
+its own `LocalChatModel`, so its prefix cache and k controller are its own and no state is shared
+between threads but the read-only weights. Levels and arms alternate in a seeded order.
+
+The baseline arm and the first speculative arm run at every level. Per level: throughput (tasks
+and output tokens per second of the level's wall time), p50/p95 task time and p95 time to valid
+tool call (from the level's trace), and the speculative arm's p50 task time against the baseline's
+with its bootstrap interval, which shows whether the gain from speculation shrinks under load.
+Greedy decoding gives every thread the same outputs at every N, which is checked: a difference
+would mean the threads disturb each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+from agenttrace.agent import TaskResult
+from agenttrace.bench.harness.arms import build_model
+from agenttrace.bench.harness.figures import judged
+from agenttrace.bench.harness.records import Check, ScenarioResult
+from agenttrace.bench.harness.scenarios.common import ScenarioContext
+from agenttrace.report import report_from_files
+from agenttrace.report.stats import bootstrap_ratio_of_medians, distribution
+from agenttrace.telemetry import Telemetry
+
+
+@dataclass
+class Level:
+    n: int
+    arm: str
+    wall_s: float
+    results: dict[str, TaskResult]
+    errors: list[str]
+    task_s: list[float]
+    ttvtc_s: list[float]
+    tokens: int
+
+
+def _digest(result: TaskResult) -> str:
+    return hashlib.sha256("\x00".join(a.text for s in result.steps for a in s.attempts).encode()).hexdigest()
+
+
+def _serve(ctx: ScenarioContext, n: int, arm: str, tasks) -> Level:
+    suite = ctx.suites["tool_calls"]
+    path = ctx.out / f"n{n}-{arm}.jsonl"
+    tel = Telemetry(service_name="agenttrace-bench", run_label=f"n{n}-{arm}", trace_file=path)
+    agents = [suite.build_agent(build_model(arm, ctx.loaded, ctx.opts), tel, config=ctx.config(suite)) for _ in range(n)]
+    work: queue.Queue = queue.Queue()
+    for t in tasks:
+        work.put(t)
+    results: dict[str, TaskResult] = {}
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def worker(agent) -> None:
+        while True:
+            try:
+                task = work.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                result = agent.run(task)
+                with lock:
+                    results[task.id] = result
+            except Exception as exc:  # a bug under concurrency: recorded, fails the scenario
+                with lock:
+                    errors.append(f"{task.id}: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=worker, args=(a,), name=f"bench-agent-{i}") for i, a in enumerate(agents)]
+    t0 = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    tel.shutdown()
+    figures = report_from_files([str(path)]).tasks
+    tokens = sum(g.output_tokens for r in results.values() for g in r.generations)
+    return Level(n, arm, wall, results, errors, [t.wall_s for t in figures],
+                 [t.ttvtc_s for t in figures if t.ttvtc_s is not None], tokens)
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def run_concurrency(ctx: ScenarioContext) -> ScenarioResult:
+    t0 = time.perf_counter()
+    opts = ctx.opts
+    spec = next((a for a in opts.arms[1:]), None)
+    arms = [opts.baseline] + ([spec] if spec else [])
+    tasks = list(ctx.suites["tool_calls"].tasks)
+    random.Random(f"{opts.seed}-concurrency").shuffle(tasks)
+    tasks = tasks[: opts.concurrency_tasks]
+    rng = random.Random(f"{opts.seed}-concurrency-order")
+    levels: dict[tuple[int, str], Level] = {}
+    for n in opts.concurrency:
+        order = list(arms)
+        rng.shuffle(order)
+        for arm in order:
+            ctx.tick(f"concurrency: N={n} [{arm}]")
+            levels[(n, arm)] = _serve(ctx, n, arm, tasks)
+
+    columns = ["N", "arm", "tasks", "wall s", "tasks/s", "tokens/s", "p50 task s", "p95 task s", "p95 TTVTC s",
+               "p50 vs baseline", "verdict"]
+    rows = []
+    gains = []
+    for n in opts.concurrency:
+        for arm in arms:
+            lv = levels[(n, arm)]
+            d, v = distribution(lv.task_s), distribution(lv.ttvtc_s)
+            ratio, verdict = "-", "-"
+            if arm != opts.baseline:
+                est = judged(bootstrap_ratio_of_medians(levels[(n, opts.baseline)].task_s, lv.task_s, seed=opts.seed))
+                if est.ratio is not None:
+                    ratio = f"{est.ratio:.2f} [{est.low:.2f}-{est.high:.2f}]"
+                    gains.append((n, est.ratio, est.verdict))
+                verdict = est.verdict
+            rows.append([str(n), arm, str(len(lv.results)), f"{lv.wall_s:.1f}", f"{len(lv.results) / lv.wall_s:.3f}",
+                         f"{lv.tokens / lv.wall_s:.1f}", _s(d.p50), _s(d.p95), _s(v.p95), ratio, verdict])
+
+    errors = [e for lv in levels.values() for e in lv.errors]
+    finished = all(len(lv.results) == len(tasks) for lv in levels.values())
+    first = opts.concurrency[0]
+    mismatched = [f"N={lv.n} [{lv.arm}] {tid}" for lv in levels.values() for tid, r in lv.results.items()
+                  if tid in levels[(first, lv.arm)].results and _digest(r) != _digest(levels[(first, lv.arm)].results[tid])]
+    checks = [
+        Check(name="every task finished", passed=finished and not errors,
+              detail=f"{sum(len(lv.results) for lv in levels.values())} task runs, {len(errors)} raised"
+                     + (f": {'; '.join(errors[:3])}" if errors else "")),
+        Check(name=f"outputs independent of N", passed=not mismatched,
+              detail="every task's text equals its text at N=" + str(first) if not mismatched
+              else "differs: " + ", ".join(mismatched[:5])),
+    ]
+    notes = []
+    if gains:
+        trend = ", ".join(f"N={n}: {r:.2f} ({v})" for n, r, v in gains)
+        notes.append(f"{spec} p50 task time over the baseline's (below 1 is a gain), by N: {trend}.")
+        if len(gains) > 1:
+            shrink = gains[-1][1] > gains[0][1]
+            notes.append("The gain from speculation " + ("shrinks" if shrink else "does not shrink")
+                         + f" from N={gains[0][0]} to N={gains[-1][0]}.")
+    base_tp = [len(levels[(n, opts.baseline)].results) / levels[(n, opts.baseline)].wall_s for n in opts.concurrency]
+    notes.append("Baseline throughput by N (tasks/s): " + ", ".join(f"{n}: {tp:.3f}" for n, tp in zip(opts.concurrency, base_tp)))
+    return ScenarioResult.from_checks(
+        "concurrency", "Concurrent agents sharing one model", checks,
+        f"N = {', '.join(map(str, opts.concurrency))}: {len(tasks)} tasks per level and arm; "
+        f"throughput and latency in the table",
+        columns=columns, rows=rows, notes=notes, wall_s=time.perf_counter() - t0,
+    )
