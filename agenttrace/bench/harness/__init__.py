@@ -39,60 +39,59 @@ def _ints(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
-def add_options(p: argparse.ArgumentParser, *, suppress: bool = False) -> None:
-    """The harness's options. With `suppress`, options not given leave the namespace alone (the
-    `bench run` subparser, so `agenttrace bench --quick run` keeps its --quick)."""
-
-    def d(value):
-        return argparse.SUPPRESS if suppress else value
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The harness's options. An option not given leaves the namespace alone, so `options_from`
+    can tell what was asked for (over --quick's sizes) from what was not, and `agenttrace bench
+    --quick run` keeps its --quick."""
+    unset = argparse.SUPPRESS
 
     a = p.add_argument
-    a("--suites", type=_names, default=d(_DEFAULTS.suites), help=f"comma-separated (default: {','.join(SUITES)})")
-    a("--arms", type=_names, default=d(_DEFAULTS.arms),
+    a("--suites", type=_names, default=unset, help=f"comma-separated (default: {','.join(SUITES)})")
+    a("--arms", type=_names, default=unset,
       help=f"comma-separated, the first is the baseline (default: {','.join(ARMS)}; also prompt_lookup_fixed, "
       "early_exit_fixed)")
-    a("--tasks-per-suite", type=int, default=d(_DEFAULTS.tasks_per_suite),
+    a("--tasks-per-suite", type=int, default=unset,
       help=f"tasks of each suite per repeat (default {_DEFAULTS.tasks_per_suite})")
-    a("--repeats", type=int, default=d(_DEFAULTS.repeats), help=f"repeats (default {_DEFAULTS.repeats})")
-    a("--seed", type=int, default=d(_DEFAULTS.seed), help="seed of the task and arm orders (default 0)")
-    a("--device", default=d(_DEFAULTS.device), help="cpu or cuda[:N] (default cpu)")
-    a("--model", default=d(None), help="a model folder or hub name (default: the bundled SmolLM2-135M-Instruct)")
-    a("--threads", type=int, default=d(None),
+    a("--repeats", type=int, default=unset, help=f"repeats (default {_DEFAULTS.repeats})")
+    a("--seed", type=int, default=unset, help="seed of the task and arm orders (default 0)")
+    a("--device", default=unset, help="cpu or cuda[:N] (default cpu)")
+    a("--model", default=unset, help="a model folder or hub name (default: the bundled SmolLM2-135M-Instruct)")
+    a("--threads", type=int, default=unset,
       help="torch intra-op threads (default: torch's own, one per core; use 1 on a machine shared with other work)")
-    a("--dtype", default=d(_DEFAULTS.dtype), help="float32, bfloat16 or float16 (default float32)")
-    a("--scenarios", type=_names, default=d(_DEFAULTS.scenarios),
+    a("--dtype", default=unset, help="float32, bfloat16 or float16 (default float32)")
+    a("--scenarios", type=_names, default=unset,
       help=f"comma-separated, or none (default: {','.join(SCENARIOS)})")
-    a("--concurrency", type=_ints, default=d(_DEFAULTS.concurrency), help="agent counts (default 1,2,4,8)")
-    a("--concurrency-tasks", type=int, default=d(_DEFAULTS.concurrency_tasks),
+    a("--concurrency", type=_ints, default=unset, help="agent counts (default 1,2,4,8)")
+    a("--concurrency-tasks", type=int, default=unset,
       help=f"tasks per concurrency level and arm (default {_DEFAULTS.concurrency_tasks})")
-    a("--cold-start-repeats", type=int, default=d(_DEFAULTS.cold_start_repeats),
+    a("--cold-start-repeats", type=int, default=unset,
       help=f"warm-cache starts per arm (default {_DEFAULTS.cold_start_repeats})")
-    a("--no-cold-cache", dest="cold_cache", action="store_false", default=d(True),
+    a("--no-cold-cache", dest="cold_cache", action="store_false", default=unset,
       help="skip the start with an empty model cache (it converts the GGUF, ~30 s)")
-    a("--prefix-cache-mb", type=int, default=d(_DEFAULTS.prefix_cache_mb),
+    a("--prefix-cache-mb", type=int, default=unset,
       help=f"prefix cache per arm, MiB; 0 turns it off for every arm (default {_DEFAULTS.prefix_cache_mb})")
-    a("--task-deadline", dest="task_deadline_s", type=float, default=d(_DEFAULTS.task_deadline_s),
+    a("--task-deadline", dest="task_deadline_s", type=float, default=unset,
       help=f"wall-clock budget per task, s (default {_DEFAULTS.task_deadline_s:g})")
-    a("--out", type=Path, default=d(_DEFAULTS.out),
+    a("--out", type=Path, default=unset,
       help=f"output folder; an unfinished run there is resumed (default {_DEFAULTS.out})")
-    a("--fresh", action="store_true", default=d(False), help="discard what --out holds and start over")
-    a("--quick", action="store_true", default=d(False),
+    a("--fresh", action="store_true", default=unset, help="discard what --out holds and start over")
+    a("--quick", action="store_true", default=unset,
       help="the smoke configuration: 2 tasks per suite, 1 repeat, N = 1,2, no cold-cache start")
-    a("--render-only", action="store_true", default=d(False), help="measure nothing: render what --out holds")
-    a("--update-doc", type=Path, default=d(None), metavar="FILE",
+    a("--render-only", action="store_true", default=unset, help="measure nothing: render what --out holds")
+    a("--update-doc", type=Path, default=unset, metavar="FILE",
       help="also replace this device's section of FILE (e.g. BENCHMARKS.md) with the report")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="the evaluation harness (also what a bare `agenttrace bench` runs)")
-    add_options(p, suppress=True)
+    add_options(p)
     p.set_defaults(func=run)
 
 
 def options_from(args: argparse.Namespace) -> HarnessOptions:
-    values = {f.name: getattr(args, f.name) for f in fields(HarnessOptions) if hasattr(args, f.name)}
-    opts = HarnessOptions(**values)
-    return quick(opts) if getattr(args, "quick", False) else opts
+    """The defaults, --quick's sizes over them, then every option given over both."""
+    base = quick(HarnessOptions()) if getattr(args, "quick", False) else HarnessOptions()
+    return replace(base, **{f.name: getattr(args, f.name) for f in fields(HarnessOptions) if hasattr(args, f.name)})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,11 +110,11 @@ def run(args: argparse.Namespace) -> int:
                              "device; run on a machine with a GPU and a CUDA build of torch, or use --device cpu")
     command = "agenttrace " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "agenttrace bench"
     try:
-        outcome = run_session(opts, fresh=args.fresh, command=command, console=make_console(),
-                              update_doc=args.update_doc, render_only=args.render_only)
+        outcome = run_session(opts, fresh=getattr(args, "fresh", False), command=command, console=make_console(),
+                              update_doc=getattr(args, "update_doc", None), render_only=getattr(args, "render_only", False))
     except ValueError as exc:
         raise SystemExit(f"agenttrace bench: {exc}") from None
     return 0 if outcome.passed else 1
 
 
-__all__ = ["HarnessOptions", "add_options", "options_from", "quick", "register", "run", "replace"]
+__all__ = ["HarnessOptions", "add_options", "options_from", "quick", "register", "run"]

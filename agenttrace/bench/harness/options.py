@@ -41,6 +41,7 @@ class HarnessOptions:
     scenarios: tuple[str, ...] = field(default=SCENARIOS, compare=False)
     concurrency: tuple[int, ...] = field(default=(1, 2, 4, 8), compare=False)
     concurrency_tasks: int = field(default=8, compare=False)  # tasks per concurrency level and arm
+    drafter_failure_tasks: int = field(default=4, compare=False)  # tasks run with the failing drafter
     cold_start_repeats: int = field(default=2, compare=False)  # warm-cache starts per arm
     cold_cache: bool = field(default=True, compare=False)  # also start once with an empty model cache (~30 s more)
     out: Path = field(default=Path("traces/bench"), compare=False)
@@ -74,6 +75,7 @@ def quick(opts: HarnessOptions) -> HarnessOptions:
     """The smoke configuration CI runs: two tasks per suite, one repeat, small scenarios, no
     cold-cache start (its GGUF conversion alone takes half a minute)."""
     return replace(
-        opts, tasks_per_suite=2, repeats=1, concurrency=(1, 2), concurrency_tasks=2, cold_start_repeats=1,
-        cold_cache=False, task_deadline_s=30.0, max_steps=3,
+        opts, tasks_per_suite=2, repeats=1, concurrency=(1, 2), concurrency_tasks=2, drafter_failure_tasks=2,
+        cold_start_repeats=1,
+        cold_cache=False, task_deadline_s=20.0, max_steps=3,
     )

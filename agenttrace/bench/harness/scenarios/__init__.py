@@ -43,6 +43,6 @@ def expected_ticks(name: str, opts) -> int:
         "cold_start": opts.cold_start_repeats * len(opts.arms) + (1 if opts.cold_cache and opts.model is None else 0),
         "cancellation": len(opts.arms) + 1,
         "concurrency": len(opts.concurrency) * (1 + spec),
-        "drafter_failure": 4,
+        "drafter_failure": opts.drafter_failure_tasks,
         "hanging_tool": 2,
     }[name]

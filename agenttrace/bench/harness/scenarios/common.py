@@ -112,7 +112,8 @@ def memory_snapshot(device: str, prefix_caches: Sequence[object] = ()) -> Memory
 
     gc.collect()
     cached = {id(t) for t in _cache_tensors(prefix_caches)}
-    tensors = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+    # type() rather than isinstance: isinstance reads __class__, which wakes deprecated lazy modules
+    tensors = [o for o in gc.get_objects() if issubclass(type(o), torch.Tensor)]
     mine = [t for t in tensors if id(t) not in cached]
     cached_bytes = sum(t.nbytes for t in tensors if id(t) in cached)
     nbytes = sum(t.untyped_storage().nbytes() for t in mine if t.device.type != "meta")

@@ -32,7 +32,6 @@ from agenttrace.report import report_from_files
 from agenttrace.telemetry import Telemetry
 
 FAIL_AFTER = 3
-DRAFTER_TASKS = 4
 HANG_TIMEOUT_S = 1.0
 HANGING_TASK = "weather-paris"
 NEXT_TASK = "files-pancakes"  # another tool; the 135M model completes it
@@ -82,7 +81,7 @@ def run_drafter_failure(ctx: ScenarioContext) -> ScenarioResult:
     suite = ctx.suites["tool_calls"]
     tasks = list(suite.tasks)
     random.Random(f"{ctx.opts.seed}-drafter-failure").shuffle(tasks)
-    tasks = tasks[:DRAFTER_TASKS]
+    tasks = tasks[: ctx.opts.drafter_failure_tasks]
     cfg = ctx.config(suite)
     drafter = FailingDrafter(PromptLookupDrafter(), FAIL_AFTER)
     loaded = ctx.loaded

@@ -1,0 +1,74 @@
+"""The benchmark suites as data: enough tasks, each well-formed and checkable, for the tools its
+suite gives the agent."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agenttrace.tools import run_tool
+from agents.suites import SUITES, load_suite
+
+MIN_TASKS = 20
+
+
+@pytest.mark.parametrize("name", list(SUITES))
+def test_every_suite_has_enough_checkable_tasks_for_its_tools(name):
+    suite = load_suite(name)
+    tools = {t.name: t for t in suite.tools()}
+    assert len(suite.tasks) >= MIN_TASKS
+    for task in suite.tasks:
+        assert task.suite == name, task.id
+        assert task.expected_call is not None or task.expected_answer is not None, task.id
+        if task.expected_call is not None:
+            tool = tools[task.expected_call.tool]
+            # listed arguments are a valid subset of the tool's arguments
+            props = tool.parameters["properties"]
+            assert set(task.expected_call.arguments) <= set(props), task.id
+            for key, value in task.expected_call.arguments.items():
+                assert not list(tool.validator.iter_errors({**_required(tool), key: value})), (task.id, key)
+
+
+def _required(tool):
+    filler = {"string": "x", "number": 1, "integer": 1}
+    return {k: filler[tool.parameters["properties"][k]["type"]] if "enum" not in tool.parameters["properties"][k]
+            else tool.parameters["properties"][k]["enum"][0] for k in tool.parameters.get("required", ())}
+
+
+def test_task_ids_are_unique_across_suites():
+    ids = [t.id for name in SUITES for t in load_suite(name).tasks]
+    assert len(ids) == len(set(ids))
+
+
+def test_multilingual_covers_french_german_spanish_and_chinese():
+    ids = [t.id for t in load_suite("multilingual").tasks]
+    for lang in ("fr", "de", "es", "zh"):
+        assert sum(i.startswith(f"ml-{lang}-") for i in ids) >= 5, lang
+    zh = [t.prompt for t in load_suite("multilingual").tasks if t.id.startswith("ml-zh-")]
+    assert all(re.search(r"[\u4e00-\u9fff]", p) for p in zh)
+
+
+def test_expected_first_calls_really_produce_what_the_task_needs():
+    """Running each expected first call must work (a typo in a city or unit would make a task
+    impossible); for one-call tasks its result must contain the expected answer."""
+    for name in SUITES:
+        suite = load_suite(name)
+        tools = {t.name: t for t in suite.tools()}
+        for task in suite.tasks:
+            call = task.expected_call
+            if call is None or not call.arguments or not set(tools[call.tool].parameters.get("required", ())) <= set(call.arguments):
+                continue
+            result = str(run_tool(tools[call.tool], call.arguments))
+            if name in ("tool_calls", "multilingual") and task.expected_answer:
+                assert task.expected_answer.casefold().split(".")[0] in result.casefold(), (task.id, result)
+
+
+def test_code_suite_answers_come_from_the_shop_data():
+    from tools.sql import run_query
+
+    suite = load_suite("code")
+    # a spot check that the data behind the SQL tasks is what the expected answers say
+    assert str(run_query("SELECT COUNT(*) FROM orders WHERE month = '2025-03'")["rows"][0][0]) == next(
+        t.expected_answer for t in suite.tasks if t.id == "code-sql-march-orders")
+    assert run_query("SELECT name FROM products ORDER BY price DESC LIMIT 1")["rows"][0][0] == "monitor"
