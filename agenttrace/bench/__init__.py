@@ -6,4 +6,5 @@ BENCHES: tuple[str, ...] = (
     "agenttrace.bench.generation",
     "agenttrace.bench.report",
     "agenttrace.bench.harness",
+    "agenttrace.bench.verify_cost",
 )
