@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     import torch  # (what every start pays: torch, transformers, the package)
-    import transformers  # noqa: F401
+    import transformers  # noqa: F401  (imported for its cost, as every start pays it)
 
     from agenttrace.bench.harness.arms import build_model
     from agenttrace.bench.harness.options import HarnessOptions

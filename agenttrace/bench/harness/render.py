@@ -183,7 +183,7 @@ def report_markdown(figs: BenchFigures, scenarios: list[ScenarioResult], opts: H
            f"- Suites: {', '.join(opts.suites)}; {opts.tasks_per_suite} tasks per suite per repeat, {opts.repeats} "
            f"repeats (each repeat takes the next tasks of a seeded shuffle of the suite), arms in a shuffled order "
            f"for every task (seed {opts.seed})",
-           f"- Arms: " + "; ".join(f"{a} ({describe_arm(a, opts)})" for a in opts.arms),
+           "- Arms: " + "; ".join(f"{a} ({describe_arm(a, opts)})" for a in opts.arms),
            f"- Every arm: prefix cache {'on, ' + str(opts.prefix_cache_mb) + ' MiB per arm' if opts.prefix_cache_mb else 'off'}, "
            f"greedy, {opts.max_tokens} tokens per generation, {opts.task_deadline_s:g} s per task, "
            f"torch threads: {opts.threads or 'torch default'}",

@@ -142,7 +142,7 @@ def run_concurrency(ctx: ScenarioContext) -> ScenarioResult:
         Check(name="every task finished", passed=finished and not errors,
               detail=f"{sum(len(lv.results) for lv in levels.values())} task runs, {len(errors)} raised"
                      + (f": {'; '.join(errors[:3])}" if errors else "")),
-        Check(name=f"outputs independent of N", passed=not mismatched,
+        Check(name="outputs independent of N", passed=not mismatched,
               detail="every task's text equals its text at N=" + str(first) if not mismatched
               else "differs: " + ", ".join(mismatched[:5])),
     ]
