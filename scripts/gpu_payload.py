@@ -32,6 +32,8 @@ ROOTS = ("opentelemetry-api", "opentelemetry-sdk", "opentelemetry-semantic-conve
          "opentelemetry-exporter-otlp-json-file", "opentelemetry-exporter-otlp-proto-http", "jsonschema", "pydantic",
          "rich", "platformdirs", "transformers", "gguf")
 LEAVE = {"torch", "numpy", "jinja2", "markupsafe", "opentelemetry-exporter-otlp-proto-grpc", "grpcio"}
+# Not installed here, fetched for the GPU machine: NVML's Python binding, for the energy figures.
+EXTRAS = ("nvidia-ml-py",)
 PYTHONS = ("3.11", "3.12", "3.13")  # the project needs 3.11 or later
 
 
@@ -74,6 +76,11 @@ def pack() -> int:
             subprocess.run([*pip, "--python-version", py, "--implementation", "cp", "--platform",
                             "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64", "--platform",
                             "manylinux_2_28_x86_64", spec], capture_output=True)
+    for name in EXTRAS:  # newest version, pure Python
+        subprocess.run([*pip, name], check=True, capture_output=True)
+        wheel = next(f for f in WHEELS.iterdir() if _key(f.name.split("-")[0]) == _key(name))
+        pins[_key(name)] = wheel.name.split("-")[1]
+    (WHEELS / "requirements.json").write_text(json.dumps(pins, indent=1))
     from agenttrace.models import find_bundled_gguf
 
     gguf = find_bundled_gguf()

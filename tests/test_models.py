@@ -36,3 +36,13 @@ def test_the_bundled_gguf_is_found_through_package_metadata(bundled):
     path = models.find_bundled_gguf()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
     assert bundled.model.config.num_hidden_layers == 30 and bundled.name == "SmolLM2-135M-Instruct"
+
+
+def test_a_gguf_named_by_the_environment_wins_over_the_package(monkeypatch, tmp_path):
+    gguf = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setenv("AGENTTRACE_BUNDLED_GGUF", str(gguf))
+    assert models.find_bundled_gguf() == gguf
+    monkeypatch.setenv("AGENTTRACE_BUNDLED_GGUF", str(tmp_path / "nowhere.gguf"))
+    with pytest.raises(ModelUnavailable, match="AGENTTRACE_BUNDLED_GGUF names .*nowhere.gguf, which is not a file"):
+        models.find_bundled_gguf()

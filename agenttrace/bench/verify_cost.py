@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
+import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 # Llama-architecture shapes of public models, for random-weight runs.
 PRESETS: dict[str, dict[str, int]] = {
@@ -169,6 +172,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's own)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    p.add_argument("--update-doc", type=Path, default=None, metavar="FILE",
+                   help="also replace the `verify-DEVICE` section of FILE (e.g. BENCHMARKS.md) with the tables")
     p.set_defaults(func=run)
 
 
@@ -182,6 +187,12 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     model, name = build_model(args.model, args.device, args.dtype)
     result = measure(model, name, context=args.context, widths=widths, repeats=args.repeats)
+    if args.update_doc is not None:
+        from agenttrace.bench.harness.render import update_section
+
+        command = "agenttrace bench verify-cost " + " ".join(shlex.quote(a) for a in sys.argv[3:])
+        update_section(args.update_doc, f"verify-{args.device.split(':')[0]}",
+                       f"Command: `{command.strip()}`\n\n{markdown(result)}")
     if args.json:
         print(json.dumps(asdict(result), indent=2))
     elif args.markdown:

@@ -52,6 +52,10 @@ class Ticker:
         self.started = True
         self.progress.update(self.bar, description=escape(what))
 
+    def note(self, what: str) -> None:
+        """Show `what` without counting it as a unit (untimed work such as the warm-up)."""
+        self.progress.update(self.bar, description=escape(what))
+
     def finish_unit(self) -> None:
         if self.started:
             self.progress.advance(self.bar)
@@ -143,9 +147,8 @@ def _measure(opts: HarnessOptions, manifest: Manifest, suites: dict, console: Co
             models = {arm: build_model(arm, loaded, opts) for arm in opts.arms}
             run = SuiteRunner(opts, loaded, suites, manifest, meter, models)
             first = suites[chunks[0].suite]
-            tick("warming up every arm (not measured)")
+            tick.note("warming up every arm (not measured)")
             run.warm_up(first.tasks[0], first)
-            tick.started = False
             for chunk in chunks:
                 t0 = time.perf_counter()
                 records = run.run_chunk(chunk, tick)
