@@ -50,7 +50,8 @@ class DemoOutcome:
 class DemoOptions:
     tasks: int = 12
     arms: tuple[str, ...] = ("speculative",)
-    num_speculative_tokens: int = 3
+    num_speculative_tokens: int = 8  # the most draft tokens per round; k adapts below it
+    prefix_cache: bool = True  # both arms reuse earlier calls' KV cache (so the A/B isolates speculation)
     trace_dir: Path = Path("traces")
     otlp_endpoint: str | None = None
     otlp_protocol: str | None = None  # http/protobuf or grpc; None: OTEL_EXPORTER_OTLP_PROTOCOL
@@ -58,12 +59,18 @@ class DemoOptions:
     show_tasks: bool = True
 
 
-def _model_for(arm: str, loaded, k: int) -> ChatModel:
+def _model_for(arm: str, loaded, opts: DemoOptions) -> ChatModel:
     if arm == "baseline":
-        return LocalChatModel(loaded.model, loaded.tokenizer, name=loaded.name)
+        return LocalChatModel(loaded.model, loaded.tokenizer, name=loaded.name, prefix_cache=opts.prefix_cache)
     if arm == "speculative":
         return LocalChatModel(
-            loaded.model, loaded.tokenizer, name=loaded.name, drafter=PromptLookupDrafter(), num_speculative_tokens=k
+            loaded.model,
+            loaded.tokenizer,
+            name=loaded.name,
+            drafter=PromptLookupDrafter(),
+            num_speculative_tokens=opts.num_speculative_tokens,
+            adaptive=True,
+            prefix_cache=opts.prefix_cache,
         )
     raise ValueError(f"unknown arm {arm!r}; choose from {', '.join(ARMS)}")
 
@@ -97,7 +104,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> DemoOutcome:
             otlp_protocol=opts.otlp_protocol,
             detail=opts.detail,  # type: ignore[arg-type]
         )
-        agents[arm] = build_agent(_model_for(arm, loaded, opts.num_speculative_tokens), telemetry[arm])
+        agents[arm] = build_agent(_model_for(arm, loaded, opts), telemetry[arm])
 
     results: dict[str, list[TaskResult]] = {arm: [] for arm in opts.arms}
     run_start = time.perf_counter()

@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
+from agenttrace.telemetry.readable import SpanCopy
 from agenttrace.tracedata import decode_attributes, iter_trace_files
 
 __all__ = ["RecordedSpan", "RecordedSpans", "read_spans", "spans_from_request"]
@@ -51,24 +52,8 @@ _KIND_NAMES = {"SPAN_KIND_" + k.name: k for k in SpanKind} | {"SPAN_KIND_UNSPECI
 _STATUS = {0: StatusCode.UNSET, 1: StatusCode.OK, 2: StatusCode.ERROR}
 
 
-class RecordedSpan(ReadableSpan):
-    """A finished span read from a file, keeping the dropped counts the file recorded."""
-
-    def __init__(self, *args: Any, dropped: tuple[int, int, int] = (0, 0, 0), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._dropped = dropped  # attributes, events, links
-
-    @property
-    def dropped_attributes(self) -> int:
-        return self._dropped[0]
-
-    @property
-    def dropped_events(self) -> int:
-        return self._dropped[1]
-
-    @property
-    def dropped_links(self) -> int:
-        return self._dropped[2]
+# A finished span read from a file, keeping the dropped counts the file recorded.
+RecordedSpan = SpanCopy
 
 
 class _RecordedEvent(Event):

@@ -115,3 +115,48 @@ def test_agent_steps_reuse_the_prefix_and_give_identical_outputs(bundled):
     assert texts[True] == texts[False]
     assert all(c == 0 for c in cached[False])
     assert cached[True][0] == 0 and all(c > 300 for c in cached[True][1:])
+
+
+def test_asyncio_cancellation_of_a_local_chat_model_stops_it_within_a_round(tiny_model, monkeypatch):
+    import asyncio
+    import threading
+
+    from agenttrace import Message
+    from agenttrace.generation.local import LocalChatModel
+
+    class Tokenizer:  # just enough of a tokenizer for LocalChatModel
+        eos_token_id = 2
+
+        def apply_chat_template(self, messages, tokenize, add_generation_prompt):
+            return "x"
+
+        def __call__(self, text, add_special_tokens):
+            return {"input_ids": [5, 6, 7, 8, 5, 6, 7, 8, 5, 6]}
+
+        def decode(self, ids, skip_special_tokens):
+            return " ".join(map(str, ids))
+
+    started, rounds = threading.Event(), []
+
+    class Slow(PromptLookupDrafter):
+        def propose(self, context, k, params):
+            rounds.append(1)
+            started.set()
+            threading.Event().wait(0.05)  # a slow round
+            return super().propose(context, k, params)
+
+    model = LocalChatModel(tiny_model, Tokenizer(), drafter=Slow(min_ngram=1), num_speculative_tokens=2,
+                           prefix_cache=True, clock=FakeClock())
+
+    async def main():
+        task = asyncio.create_task(model.achat([Message("user", "hi")], GenerationParams(max_tokens=400)))
+        await asyncio.to_thread(started.wait, 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    done = len(rounds)
+    threading.Event().wait(0.2)
+    assert len(rounds) == done and done < 10  # nothing runs after the cancel took effect
+    assert len(model.prefix_cache) == 0

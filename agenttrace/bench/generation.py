@@ -293,6 +293,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help="comma-separated arms (default: all)")
     p.add_argument("--no-steps", action="store_true", help="skip the agent-step (prefix cache) sequence")
     p.add_argument("--seed", type=int, default=0, help="seed of the arm order shuffle")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own choice)")
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
     p.set_defaults(func=run)
 
@@ -300,8 +301,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
+    import torch
+
     from agenttrace.models import load_model
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     loaded = load_model()
     with Progress(transient=True) as progress:
         rows = measure_arms(loaded, [a for a in args.arms.split(",") if a], args.repeats, args.seed, progress)

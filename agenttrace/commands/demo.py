@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="comma-separated: baseline (plain decoding), speculative (prompt lookup); "
         "several arms run interleaved and are compared (default speculative)",
     )
-    demo.add_argument("-k", type=int, default=3, help="draft tokens per speculation round (default 3)")
+    demo.add_argument("-k", type=int, default=8, help="most draft tokens per speculation round; k adapts (default 8)")
+    demo.add_argument("--no-prefix-cache", action="store_true", help="prefill every call's whole prompt")
     demo.add_argument("--trace-dir", default="traces", help="where trace files go (default traces/)")
     demo.add_argument(
         "--otlp", nargs="?", const="", default=None, metavar="URL",
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
             tasks=args.tasks,
             arms=arms,
             num_speculative_tokens=args.k,
+            prefix_cache=not args.no_prefix_cache,
             trace_dir=Path(args.trace_dir),
             otlp_endpoint=args.otlp,
             otlp_protocol=args.otlp_protocol,

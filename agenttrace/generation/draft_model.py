@@ -15,14 +15,6 @@ from agenttrace.generation import kv, sampling
 from agenttrace.generation.drafters import Draft
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 class DraftModelDrafter:
     """Proposes k tokens by decoding `model` autoregressively over the same context.
 
@@ -61,7 +53,7 @@ class DraftModelDrafter:
         if self._cache is None:
             self._cache, self._seen = kv.new_cache(self.model), []
         # Keep at least one context token to feed: its logits predict the first draft token.
-        keep = min(_common_prefix(self._seen, context), len(context) - 1)
+        keep = min(kv.common_prefix_length(self._seen, context), len(context) - 1)
         kv.crop(self._cache, keep)
         feed = list(context[keep:])
         self._seen = list(context)

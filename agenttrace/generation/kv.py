@@ -9,6 +9,7 @@ target accepted, so after each round the cache again holds the accepted sequence
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from functools import lru_cache
 
 import torch
@@ -45,6 +46,15 @@ def forward(model: PreTrainedModel, ids: list[int], cache: DynamicCache, *, last
 
 def cached_length(cache: DynamicCache) -> int:
     return cache.get_seq_length()
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two sequences share (what a cache built for one holds for the other)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 def crop(cache: DynamicCache, length: int) -> None:

@@ -13,6 +13,7 @@ from agenttrace.clock import Clock, MonotonicClock, default_clock
 from agenttrace.generation.adaptive import KController
 from agenttrace.generation.drafters import Drafter
 from agenttrace.generation.loop import Decoded, StopCriteria, generate
+from agenttrace.generation.packed import packed_view
 from agenttrace.generation.prefix_cache import PrefixCache
 
 
@@ -32,7 +33,9 @@ class LocalChatModel:
     `num_speculative_tokens` tokens and verifies them in one pass. adaptive: choose k per round
     from the measured acceptance and costs (else always the maximum). fallback: stop speculating
     within a call once it is measured not to pay. prefix_cache: reuse the KV cache of earlier
-    calls for their longest common prefix (True for a default-sized one).
+    calls for their longest common prefix (True for a default-sized one). packed_verify: run the
+    few-token verify passes on prepacked weights (see packed.py); None means on when speculating
+    on a CPU where it is available.
     """
 
     provider_name = "transformers"
@@ -48,6 +51,7 @@ class LocalChatModel:
         adaptive: bool = False,
         fallback: bool = True,
         prefix_cache: PrefixCache | bool = False,
+        packed_verify: bool | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.model = model
@@ -66,6 +70,10 @@ class LocalChatModel:
         )
         # (an empty PrefixCache is falsy: test for the type, not truthiness)
         self.prefix_cache = prefix_cache if isinstance(prefix_cache, PrefixCache) else (PrefixCache() if prefix_cache else None)
+        if packed_verify is None:
+            packed_verify = drafter is not None
+        # The model the loop runs: with packed weights its verify passes cost far less on a CPU.
+        self._runner = packed_view(model) if packed_verify else model
         self.clock = clock or device_clock(model.device)
         eos = {tokenizer.eos_token_id, *_as_list(getattr(model.generation_config, "eos_token_id", None))}
         self._eos = frozenset(t for t in eos if t is not None)
@@ -131,7 +139,7 @@ class LocalChatModel:
     ) -> tuple[Generation, Decoded]:
         stop = StopCriteria(self._eos, params.max_tokens, params.stop, self.decode)
         out = generate(
-            self.model,
+            self._runner,
             prompt_ids,
             params,
             stop,

@@ -174,7 +174,7 @@ def generate(
                     if params.greedy:
                         accepted, nxt = verify_greedy(draft.tokens, logits)
                     else:
-                        q = _fit_vocab(draft.probs, logits.shape[-1]) if draft.probs is not None else None
+                        q = _fit_vocab(draft.probs.to(logits.device), logits.shape[-1]) if draft.probs is not None else None
                         accepted, nxt = verify_sampled(draft.tokens, q, sampling.probabilities(logits, params), rng)
                     kv.crop(cache, base + 1 + accepted)
                     out += draft.tokens[:accepted] + [nxt]

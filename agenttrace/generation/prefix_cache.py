@@ -31,14 +31,6 @@ class _Entry:
     nbytes: int
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 class PrefixCache:
     """Longest-common-prefix reuse of earlier calls' KV caches, within `max_bytes`."""
 
@@ -63,7 +55,7 @@ class PrefixCache:
         token must be run to get the next token's logits), and that prefix's length."""
         best, length = None, 0
         for entry in self._entries:
-            n = _common_prefix(entry.tokens, prompt)
+            n = kv.common_prefix_length(entry.tokens, prompt)
             if n > length:
                 best, length = entry, n
         length = min(length, len(prompt) - 1)
@@ -90,7 +82,7 @@ class PrefixCache:
         if nbytes > self.max_bytes:
             return
         # An entry that is a prefix of the new one is covered by it.
-        self._entries = [e for e in self._entries if _common_prefix(e.tokens, tokens) < len(e.tokens)]
+        self._entries = [e for e in self._entries if kv.common_prefix_length(e.tokens, tokens) < len(e.tokens)]
         self._entries.append(_Entry(tokens, layers, nbytes))
         while self.nbytes > self.max_bytes:
             self._entries.pop(0)

@@ -17,6 +17,8 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import Link
 
+from agenttrace.telemetry.readable import SpanCopy
+
 __all__ = ["DEFAULT_MAX_VALUE_LENGTH", "TruncatingExporter", "max_value_length", "truncate_value"]
 
 # Long enough for every value agenttrace writes itself (ids, names, error messages); short enough
@@ -69,26 +71,6 @@ def _cut(attributes: Mapping[str, Any] | None, limit: int) -> dict[str, Any]:
     return {k: truncate_value(v, limit) for k, v in (attributes or {}).items()}
 
 
-class _CutSpan(ReadableSpan):
-    """A copy with cut values that still reports the dropped counts of the original."""
-
-    def __init__(self, original: ReadableSpan, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._dropped = (original.dropped_attributes, original.dropped_events, original.dropped_links)
-
-    @property
-    def dropped_attributes(self) -> int:
-        return self._dropped[0]
-
-    @property
-    def dropped_events(self) -> int:
-        return self._dropped[1]
-
-    @property
-    def dropped_links(self) -> int:
-        return self._dropped[2]
-
-
 def truncate_span(span: ReadableSpan, limit: int) -> ReadableSpan:
     """The span itself when nothing is too long (the common case, no copy); else a copy whose
     span, event and link attributes are cut."""
@@ -100,8 +82,8 @@ def truncate_span(span: ReadableSpan, limit: int) -> ReadableSpan:
     if long_events:
         events = [Event(e.name, _cut(e.attributes, limit), e.timestamp) for e in span.events]
     links = [Link(ln.context, _cut(ln.attributes, limit)) for ln in span.links] if long_links else span.links
-    return _CutSpan(
-        span,
+    return SpanCopy(
+        dropped=(span.dropped_attributes, span.dropped_events, span.dropped_links),
         name=span.name,
         context=span.context,
         parent=span.parent,
