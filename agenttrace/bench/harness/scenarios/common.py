@@ -105,6 +105,12 @@ def _cache_tensors(caches: Sequence[object]) -> list:
     return out
 
 
+def _storage_bytes(t) -> int:
+    # oneDNN-prepacked weights (generation/packed.py) are opaque: no storage to read, so count
+    # their logical size
+    return t.numel() * t.element_size() if t.is_mkldnn else t.untyped_storage().nbytes()
+
+
 def memory_snapshot(device: str, prefix_caches: Sequence[object] = ()) -> MemorySnapshot:
     """Live tensors and resident memory after a full collection (tensors shared by views count
     once per view object: what matters is that the count comes back, not the total)."""
@@ -116,7 +122,7 @@ def memory_snapshot(device: str, prefix_caches: Sequence[object] = ()) -> Memory
     tensors = [o for o in gc.get_objects() if issubclass(type(o), torch.Tensor)]
     mine = [t for t in tensors if id(t) not in cached]
     cached_bytes = sum(t.nbytes for t in tensors if id(t) in cached)
-    nbytes = sum(t.untyped_storage().nbytes() for t in mine if t.device.type != "meta")
+    nbytes = sum(_storage_bytes(t) for t in mine if t.device.type != "meta")
     gpu = None
     if device.startswith("cuda"):
         torch.cuda.synchronize()
