@@ -67,3 +67,16 @@ def test_fallback_when_speculation_does_not_pay_and_only_after_warmup():
     good.start_generation()
     feed(good, [4, 3, 4, 4, 2, 4, 4, 4], k=4)
     assert good.fallback_reason() is None
+
+
+def test_a_fallback_carries_over_to_the_next_generations_then_speculation_is_probed_again():
+    ctrl = KController(4, warmup_rounds=6, probe_every=3)
+    assert ctrl.start_generation() is None
+    feed(ctrl, [0] * 6, k=4, verify_s=lambda n: 0.05 + 0.02 * n, draft_s=0.02)
+    first = ctrl.fallback_reason()
+    assert first is not None
+    skipped = [ctrl.start_generation() for _ in range(2)]
+    assert all(r is not None and r.startswith(first) and "earlier generation" in r for r in skipped)
+    assert ctrl.start_generation() is None  # the probe: speculates and measures again
+    assert ctrl.fallback_reason() is None  # warming up afresh
+

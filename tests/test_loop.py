@@ -163,3 +163,33 @@ def test_local_chat_model_reports_a_complete_generation(bundled):
     assert gen.start_ns <= gen.prefill_start_ns < gen.prefill_end_ns <= gen.first_token_ns <= gen.end_ns
     assert gen.finish_reason in ("stop", "length")
     assert torch.is_grad_enabled()  # the loop's inference mode does not leak out
+
+
+def test_after_a_not_paying_generation_the_next_ones_decode_plainly_until_the_probe(tiny_model):
+    from agenttrace.generation.adaptive import KController
+
+    clock = FakeClock()
+
+    class Costly:  # a slow drafter (1 ms a token on the fake clock) that is never right
+        method = "draft_model"
+
+        def propose(self, context, k, params) -> Draft:
+            clock.advance(1_000_000 * k)
+            return Draft(tokens=[(context[-1] + 1) % 64] * k)
+
+        def reset(self) -> None:
+            pass
+
+    prompt = tiny_prompts()[0]
+    controller = KController(4, warmup_rounds=3, probe_every=4)
+    outs = [
+        generate(tiny_model, prompt, GREEDY, StopCriteria(frozenset(), 24), clock, drafter=Costly(),
+                 num_speculative_tokens=4, controller=controller)
+        for _ in range(5)
+    ]
+    assert [len(o.rounds) > 0 for o in outs] == [True, False, False, False, True]  # the fifth probes again
+    assert all(o.fallback_reason and o.fallback_reason.startswith("not_paying") for o in outs)
+    assert "earlier generation" in outs[1].fallback_reason
+    assert len({tuple(o.tokens) for o in outs}) == 1
+    assert outs[0].tokens == run(tiny_model, prompt, params=GenerationParams(max_tokens=24),
+                                 stop=StopCriteria(frozenset(), 24)).tokens

@@ -133,9 +133,9 @@ def generate(
     speculating = drafter is not None and num_speculative_tokens > 0
     if speculating and controller is None:
         controller = KController(num_speculative_tokens, adaptive=False)
-    if controller is not None:
-        controller.start_generation()
     fallback: str | None = None
+    if controller is not None:
+        fallback = controller.start_generation() if speculating else None
     cache = None
     finished = False
     try:
