@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agenttrace.report.stats import bootstrap_ratio_of_medians, distribution
+from agenttrace.report.stats import bootstrap_paired_ratio, bootstrap_ratio_of_medians, distribution
 
 
 def test_distribution_reports_p99_only_from_100_samples():
@@ -41,3 +41,18 @@ def test_bootstrap_handles_large_samples_in_blocks():
     a = np.linspace(1.0, 2.0, 200_001)
     est = bootstrap_ratio_of_medians(a, a * 1.01, resamples=50)
     assert est.ratio == pytest.approx(1.01) and est.verdict == "regression"
+
+
+def test_pairing_finds_a_steady_gain_that_task_to_task_spread_hides_unpaired():
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.5, 15.0, size=12)  # a dozen tasks of very different lengths
+    arm = base * rng.normal(0.85, 0.02, size=12)  # every task 15% faster, give or take 2%
+    unpaired = bootstrap_ratio_of_medians(base, arm)
+    paired = bootstrap_paired_ratio(zip(base, arm))
+    assert unpaired.verdict == "noise"
+    assert paired.paired and paired.verdict == "gain" and paired.n_a == 12
+    assert 0.8 < paired.low < paired.ratio < paired.high < 0.9
+    assert bootstrap_paired_ratio(zip(base, arm)) == paired  # seeded
+    same = bootstrap_paired_ratio(zip(base, base * rng.normal(1.0, 0.02, size=12)))
+    assert same.verdict == "noise"
+    assert bootstrap_paired_ratio([(0.0, 1.0)]).verdict == "n/a"  # a zero baseline has no ratio

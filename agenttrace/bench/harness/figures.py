@@ -17,7 +17,7 @@ from agenttrace.report import report_from_files
 from agenttrace.report.compare import FIGURES
 from agenttrace.report.model import Distribution, TaskFigures
 from agenttrace.report.runs import run_figures
-from agenttrace.report.stats import RatioEstimate, bootstrap_ratio_of_medians, distribution
+from agenttrace.report.stats import RatioEstimate, bootstrap_paired_ratio, bootstrap_ratio_of_medians, distribution
 
 ALL = "all suites"
 # Fewer samples a side than this get no verdict: a bootstrap of one or two values has an interval
@@ -100,9 +100,14 @@ def _trace_specs():
     return [(short, spec) for spec in FIGURES for name, short in _TRACE_FIGURES.items() if spec.name == name]
 
 
-def load_traces(out: Path, records: list[TaskRecord]) -> tuple[dict[tuple[str, str], list[TaskFigures]], list[str]]:
-    """TaskFigures per (suite, arm), read from the trace file of each chunk and arm."""
-    tasks: dict[tuple[str, str], list[TaskFigures]] = defaultdict(list)
+# A task run: its repeat and task id (one trace file holds one repeat of one suite and arm),
+# prefixed with the suite when several suites are pooled.
+RunKey = tuple
+
+
+def load_traces(out: Path, records: list[TaskRecord]) -> tuple[dict[tuple[str, str], dict[RunKey, TaskFigures]], list[str]]:
+    """TaskFigures per (suite, arm) and task run, read from the trace file of each chunk and arm."""
+    tasks: dict[tuple[str, str], dict[RunKey, TaskFigures]] = defaultdict(dict)
     problems: list[str] = []
     files = sorted({(r.repeat, r.suite, r.arm) for r in records})
     for repeat, suite, arm in files:
@@ -112,7 +117,7 @@ def load_traces(out: Path, records: list[TaskRecord]) -> tuple[dict[tuple[str, s
             continue
         report = report_from_files([str(path)])
         problems += report.problems
-        tasks[(suite, arm)] += report.tasks
+        tasks[(suite, arm)].update(((repeat, t.task_id), t) for t in report.tasks)
     return tasks, problems
 
 
@@ -151,17 +156,36 @@ def arm_figures(suite: str, arm: str, traced: list[TaskFigures], recs: list[Task
     )
 
 
-def _versus(suite: str, arm: str, base_t: list[TaskFigures], arm_t: list[TaskFigures], base_r: list[TaskRecord],
-            arm_r: list[TaskRecord], seed: int) -> list[Versus]:
+def _pairs(a: dict[RunKey, list[float]], b: dict[RunKey, list[float]]) -> list[tuple[float, float]]:
+    """Values of the same task run on both sides, position by position (a task run's generations
+    line up: greedy decoding makes every arm generate the same texts)."""
+    return [(x, y) for key in sorted(a.keys() & b.keys()) if len(a[key]) == len(b[key]) for x, y in zip(a[key], b[key])]
+
+
+def _estimate(a: dict[RunKey, list[float]], b: dict[RunKey, list[float]], seed: int,
+              higher_is_better: bool = False) -> RatioEstimate:
+    """Paired by task run when at least MIN_SAMPLES pairs line up (every arm runs the same task
+    runs, interleaved: the spread between tasks, far larger than any arm's effect on a dozen
+    heterogeneous tasks, cancels in each pair); else the unpaired ratio of medians."""
+    pairs = _pairs(a, b)
+    if len(pairs) >= MIN_SAMPLES:
+        return bootstrap_paired_ratio(pairs, seed=seed, higher_is_better=higher_is_better)
+    flat_a = [x for xs in a.values() for x in xs]
+    flat_b = [x for xs in b.values() for x in xs]
+    return judged(bootstrap_ratio_of_medians(flat_a, flat_b, seed=seed, higher_is_better=higher_is_better))
+
+
+def _versus(suite: str, arm: str, base_t: dict[RunKey, TaskFigures], arm_t: dict[RunKey, TaskFigures],
+            base_r: list[TaskRecord], arm_r: list[TaskRecord], seed: int) -> list[Versus]:
     out = []
     for short, spec in _trace_specs():
-        a, b = spec.samples(base_t), spec.samples(arm_t)
-        est = bootstrap_ratio_of_medians(a, b, seed=seed, higher_is_better=spec.higher_is_better)
-        out.append(Versus(suite, arm, short, spec.unit, judged(est)))
+        a = {key: spec.samples([t]) for key, t in base_t.items()}
+        b = {key: spec.samples([t]) for key, t in arm_t.items()}
+        out.append(Versus(suite, arm, short, spec.unit, _estimate(a, b, seed, spec.higher_is_better)))
     for name, attr in (("TTFT", "ttft_s"), ("time per output token", "tpot_s")):
-        a = [x for r in base_r for x in getattr(r, attr)]
-        b = [x for r in arm_r for x in getattr(r, attr)]
-        out.append(Versus(suite, arm, name, "s", judged(bootstrap_ratio_of_medians(a, b, seed=seed))))
+        a = {(r.repeat, r.task_id): list(getattr(r, attr)) for r in base_r}
+        b = {(r.repeat, r.task_id): list(getattr(r, attr)) for r in arm_r}
+        out.append(Versus(suite, arm, name, "s", _estimate(a, b, seed)))
     return out
 
 
@@ -184,10 +208,11 @@ def compute(out: Path, records: list[TaskRecord], suites: tuple[str, ...], arms:
             recs = [r for s in members for r in by[(s, arm)]]
             if not recs:
                 continue
-            tasks = [t for s in members for t in traced[(s, arm)]]
-            figs.arms.append(arm_figures(label, arm, tasks, recs, None if arm == baseline else base_digest))
+            keyed = {(s, *key): t for s in members for key, t in traced[(s, arm)].items()}
+            figs.arms.append(arm_figures(label, arm, list(keyed.values()), recs,
+                                         None if arm == baseline else base_digest))
             if arm != baseline:
-                base_t = [t for s in members for t in traced[(s, baseline)]]
+                base_t = {(s, *key): t for s in members for key, t in traced[(s, baseline)].items()}
                 base_r = [r for s in members for r in by[(s, baseline)]]
-                figs.versus += _versus(label, arm, base_t, tasks, base_r, recs, seed)
+                figs.versus += _versus(label, arm, base_t, keyed, base_r, recs, seed)
     return figs

@@ -63,11 +63,15 @@ def headline(figs: BenchFigures, opts: HarnessOptions) -> TextTable:
                      cell("time to correct action"), cell("time to valid tool call"), cell("task time"),
                      cell("time per output token")])
     return TextTable(
-        "Headline: each arm against the baseline (ratio of medians, arm / baseline, 95% bootstrap interval)",
+        "Headline: each arm against the baseline (arm / baseline: median of per-task-run ratios, 95% bootstrap "
+        "interval)",
         ["suite", "arm", "correct (baseline -> arm)", "time to correct action", "time to valid tool call", "task time",
          "time per output token"], rows,
-        ["Below 1 is faster. An interval containing 1.0 is noise: no gain or regression is claimed; under "
-         f"{MIN_SAMPLES} samples a side, no verdict (too few)."],
+        ["Below 1 is faster. Each arm ran the same task runs as the baseline, so each figure is compared task "
+         "run by task run (generation by generation for TTFT and time per token) and the interval comes from "
+         f"resampling those pairs; with under {MIN_SAMPLES} pairs, the unpaired ratio of medians, and under "
+         f"{MIN_SAMPLES} samples a side no verdict (too few). An interval containing 1.0 is noise: no gain or "
+         "regression is claimed."],
     )
 
 
@@ -108,7 +112,8 @@ def versus_table(figs: BenchFigures) -> TextTable:
         e = v.estimate
         unit = " s" if v.unit == "s" else ""
         rows.append([v.suite, v.arm, v.figure, _s(e.median_a, 3) + unit, _s(e.median_b, 3) + unit, _s(e.ratio),
-                     "-" if e.low is None else f"{e.low:.2f}-{e.high:.2f}", f"{e.n_a}/{e.n_b}", e.verdict])
+                     "-" if e.low is None else f"{e.low:.2f}-{e.high:.2f}",
+                     f"{e.n_a} pairs" if e.paired else f"{e.n_a}/{e.n_b}", e.verdict])
     return TextTable("Each arm against the baseline, figure by figure",
                      ["suite", "arm", "figure", "baseline p50", "arm p50", "ratio", "95% interval", "n", "verdict"], rows)
 
