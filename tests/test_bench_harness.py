@@ -101,6 +101,7 @@ def test_figures_judge_a_faster_arm_a_gain_with_the_same_outputs(tmp_path):
     assert base.ttft.p50 == pytest.approx(0.15) and base.correct_action.count == 12
     verdicts = {v.figure: v.estimate for v in figs.versus if v.suite == "tool_calls"}
     assert verdicts["task time"].verdict == "gain" and verdicts["task time"].ratio < 1
+    assert verdicts["task time"].paired and verdicts["task time"].n_a == 12  # task run against task run
     assert verdicts["time to correct action"].verdict == "gain"
     assert verdicts["TTFT"].verdict == "noise"  # prefill is the same in both arms
     assert figs.arm(ALL, "baseline") is None  # one suite: no pooled row
@@ -200,3 +201,20 @@ def test_unknown_arms_and_scenarios_are_refused_with_the_choices(tmp_path):
 
 def test_a_chunk_key_names_repeat_and_suite():
     assert Chunk(2, "code", ()).key == "r2-code"
+
+
+def test_generation_tables_render_to_a_markdown_section(tmp_path):
+    from agenttrace.bench.generation import Row, StepRow, markdown
+    from agenttrace.bench.harness.render import update_section
+
+    rows = [Row("ours_prompt_lookup_k8", "tool_call", 5, 10.2, 1.27, 32.4, 1.91, 0.62, 5.13, 2.17, True),
+            Row("hf_generate", "free_text", 5, 17.1, 1.0, 18.1, 1.02, None, None, None, False)]
+    steps = [StepRow("retry", 5, 2.82, 1.53, 1.84, 448, True)]
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_text("# Benchmarks\n\nkept\n")
+    update_section(doc, "generation-cpu-t1", markdown(rows, steps, "SmolLM2, batch 1", "agenttrace bench generation"))
+    text = doc.read_text()
+    assert text.startswith("# Benchmarks\n\nkept\n") and "<!-- bench:generation-cpu-t1:begin -->" in text
+    assert "| ours_prompt_lookup_k8 | tool_call | 10.2 | 1.27x | 32.4 | 1.91x | 62% | 5.13 | 2.17 | yes |" in text
+    assert "| hf_generate | free_text | 17.1 | 1.00x | 18.1 | 1.02x | - | - | - | NO |" in text
+    assert "| retry | 2.82 | 1.53 | 1.84x | 448 | yes |" in text

@@ -12,10 +12,13 @@ import argparse
 import json
 import platform
 import random
+import shlex
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from agenttrace.bench.prompts import agent_steps, free_text_prompts, tool_call_prompts
 
@@ -259,32 +262,52 @@ def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
     return "-" if x is None or x != x else f"{x:{spec}}{suffix}"
 
 
+ARM_COLUMNS = ("arm", "prompts", "e2e tok/s", "vs HF generate", "decode tok/s", "vs our plain", "acceptance",
+               "mean acc. len", "tool call s", "= greedy")
+STEP_COLUMNS = ("step", "without prefix cache s", "with prefix cache s", "speedup", "cached tokens", "same output")
+STEPS_TITLE = "agent steps (prompt lookup k=8): time to the end of the tool call"
+
+
+def arm_cells(r: Row) -> list[str]:
+    return [
+        r.arm, r.prompts, _fmt(r.e2e_tok_s, ".1f"), _fmt(r.e2e_vs_hf_generate, ".2f", "x"), _fmt(r.decode_tok_s, ".1f"),
+        _fmt(r.decode_vs_our_plain, ".2f", "x"),
+        _fmt(r.acceptance_rate * 100 if r.acceptance_rate is not None else None, ".0f", "%"),
+        _fmt(r.mean_acceptance_length), _fmt(r.time_to_tool_call_s), "yes" if r.same_as_plain_greedy else "NO",
+    ]
+
+
+def step_cells(s: StepRow) -> list[str]:
+    return [s.step, _fmt(s.without_cache_s), _fmt(s.with_cache_s), _fmt(s.speedup, ".2f", "x"), str(s.cached_tokens),
+            "yes" if s.same_output else "NO"]
+
+
 def print_table(rows: list[Row], steps: list[StepRow], header: str) -> None:
     from rich.table import Table
 
     from agenttrace.report.terminal import make_console
 
     console = make_console()
-    table = Table(title=f"generation benchmark: {header}", title_justify="left")
-    for col in ("arm", "prompts", "e2e tok/s", "vs HF generate", "decode tok/s", "vs our plain", "acceptance",
-                "mean acc. len", "tool call s", "= greedy"):
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(
-            r.arm, r.prompts, _fmt(r.e2e_tok_s, ".1f"), _fmt(r.e2e_vs_hf_generate, ".2f", "x"), _fmt(r.decode_tok_s, ".1f"),
-            _fmt(r.decode_vs_our_plain, ".2f", "x"),
-            _fmt(r.acceptance_rate * 100 if r.acceptance_rate is not None else None, ".0f", "%"),
-            _fmt(r.mean_acceptance_length), _fmt(r.time_to_tool_call_s), "yes" if r.same_as_plain_greedy else "NO",
-        )
-    console.print(table)
+    tables = [(f"generation benchmark: {header}", ARM_COLUMNS, [arm_cells(r) for r in rows])]
     if steps:
-        st = Table(title="agent steps (prompt lookup k=8): time to the end of the tool call", title_justify="left")
-        for col in ("step", "without prefix cache s", "with prefix cache s", "speedup", "cached tokens", "same output"):
-            st.add_column(col, justify="right")
-        for s in steps:
-            st.add_row(s.step, _fmt(s.without_cache_s), _fmt(s.with_cache_s), _fmt(s.speedup, ".2f", "x"),
-                       str(s.cached_tokens), "yes" if s.same_output else "NO")
-        console.print(st)
+        tables.append((STEPS_TITLE, STEP_COLUMNS, [step_cells(s) for s in steps]))
+    for title, columns, cells in tables:
+        table = Table(title=title, title_justify="left")
+        for col in columns:
+            table.add_column(col, justify="right")
+        for row in cells:
+            table.add_row(*row)
+        console.print(table)
+
+
+def markdown(rows: list[Row], steps: list[StepRow], header: str, command: str) -> str:
+    def md(columns, cells) -> list[str]:
+        return ["| " + " | ".join(columns) + " |", "| --- " * len(columns) + "|", *("| " + " | ".join(c) + " |" for c in cells)]
+
+    lines = [f"## agenttrace bench generation: {header}", "", f"Command: `{command}`", "", *md(ARM_COLUMNS, [arm_cells(r) for r in rows])]
+    if steps:
+        lines += ["", f"{STEPS_TITLE}:", "", *md(STEP_COLUMNS, [step_cells(s) for s in steps])]
+    return "\n".join(lines)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -295,6 +318,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the arm order shuffle")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own choice)")
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
+    p.add_argument("--update-doc", type=Path, default=None, metavar="FILE",
+                   help="also replace the `generation-DEVICE-tTHREADS` section of FILE (e.g. BENCHMARKS.md) with the tables")
     p.set_defaults(func=run)
 
 
@@ -316,4 +341,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"machine": header, "rows": [asdict(r) for r in rows], "agent_steps": [asdict(s) for s in steps]}, indent=2))
     else:
         print_table(rows, steps, header)
+    if args.update_doc is not None:
+        from agenttrace.bench.harness.render import update_section
+
+        device = "cuda" if torch.cuda.is_available() else f"cpu-t{torch.get_num_threads()}"
+        command = "agenttrace bench generation " + " ".join(shlex.quote(a) for a in sys.argv[3:])
+        update_section(args.update_doc, f"generation-{device}", markdown(rows, steps, header, command.strip()))
     return 0
