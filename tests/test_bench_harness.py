@@ -218,3 +218,13 @@ def test_generation_tables_render_to_a_markdown_section(tmp_path):
     assert "| ours_prompt_lookup_k8 | tool_call | 10.2 | 1.27x | 32.4 | 1.91x | 62% | 5.13 | 2.17 | yes |" in text
     assert "| hf_generate | free_text | 17.1 | 1.00x | 18.1 | 1.02x | - | - | - | NO |" in text
     assert "| retry | 2.82 | 1.53 | 1.84x | 448 | yes |" in text
+
+
+def test_concurrency_levels_are_compared_task_by_task():
+    from agenttrace.bench.harness.scenarios.concurrency import _versus
+
+    base = {f"t{i}": 1.0 + i for i in range(6)}
+    paired = _versus(base, {t: s * 0.7 for t, s in base.items()}, seed=0)
+    assert paired.paired and paired.verdict == "gain" and paired.ratio == pytest.approx(0.7)
+    few = _versus({"a": 1.0, "b": 2.0}, {"a": 0.5, "b": 1.0}, seed=0)
+    assert not few.paired and few.verdict == "too few"
