@@ -228,3 +228,11 @@ def test_concurrency_levels_are_compared_task_by_task():
     assert paired.paired and paired.verdict == "gain" and paired.ratio == pytest.approx(0.7)
     few = _versus({"a": 1.0, "b": 2.0}, {"a": 0.5, "b": 1.0}, seed=0)
     assert not few.paired and few.verdict == "too few"
+
+
+def test_a_change_of_the_gain_with_load_is_claimed_only_beyond_the_intervals():
+    from agenttrace.bench.harness.scenarios.concurrency import _trend
+
+    assert "no change" in _trend((1, 0.82, "gain", 0.52, 0.94), (8, 0.83, "gain", 0.73, 0.94))
+    assert "shrinks" in _trend((1, 0.6, "gain", 0.5, 0.7), (8, 0.9, "gain", 0.8, 0.95))
+    assert "grows" in _trend((1, 0.9, "gain", 0.8, 0.95), (8, 0.6, "gain", 0.5, 0.7))

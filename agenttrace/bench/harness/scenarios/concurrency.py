@@ -102,6 +102,18 @@ def _versus(base: dict[str, float], arm: dict[str, float], seed: int):
     return judged(bootstrap_ratio_of_medians(list(base.values()), list(arm.values()), seed=seed))
 
 
+def _trend(first: tuple, last: tuple) -> str:
+    """Whether the ratio moved between the lowest and the highest N by more than the noise: only
+    when their intervals do not overlap is a change claimed."""
+    (n0, r0, _, lo0, hi0), (n1, r1, _, lo1, hi1) = first, last
+    if lo1 > hi0:
+        return f"The gain from speculation shrinks from N={n0} to N={n1} ({r0:.2f} -> {r1:.2f}, intervals apart)."
+    if hi1 < lo0:
+        return f"The gain from speculation grows from N={n0} to N={n1} ({r0:.2f} -> {r1:.2f}, intervals apart)."
+    return (f"From N={n0} to N={n1} the ratio moves {r0:.2f} -> {r1:.2f}, within the intervals: no change in the gain "
+            "from speculation is claimed.")
+
+
 def _s(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
@@ -137,7 +149,7 @@ def run_concurrency(ctx: ScenarioContext) -> ScenarioResult:
                 est = _versus(levels[(n, opts.baseline)].task_s, lv.task_s, opts.seed)
                 if est.ratio is not None:
                     ratio = f"{est.ratio:.2f} [{est.low:.2f}-{est.high:.2f}]"
-                    gains.append((n, est.ratio, est.verdict))
+                    gains.append((n, est.ratio, est.verdict, est.low, est.high))
                 verdict = est.verdict
             rows.append([str(n), arm, str(len(lv.results)), f"{lv.wall_s:.1f}", f"{len(lv.results) / lv.wall_s:.3f}",
                          f"{lv.tokens / lv.wall_s:.1f}", _s(d.p50), _s(d.p95), _s(v.p95), ratio, verdict])
@@ -157,13 +169,11 @@ def run_concurrency(ctx: ScenarioContext) -> ScenarioResult:
     ]
     notes = []
     if gains:
-        trend = ", ".join(f"N={n}: {r:.2f} ({v})" for n, r, v in gains)
+        trend = ", ".join(f"N={n}: {r:.2f} ({v})" for n, r, v, _, _ in gains)
         notes.append(f"{spec} task time over the baseline's, task by task (median of per-task ratios, 95% bootstrap "
                      f"interval; below 1 is a gain), by N: {trend}.")
         if len(gains) > 1:
-            shrink = gains[-1][1] > gains[0][1]
-            notes.append("The gain from speculation " + ("shrinks" if shrink else "does not shrink")
-                         + f" from N={gains[0][0]} to N={gains[-1][0]}.")
+            notes.append(_trend(gains[0], gains[-1]))
     base_tp = [len(levels[(n, opts.baseline)].results) / levels[(n, opts.baseline)].wall_s for n in opts.concurrency]
     notes.append("Baseline throughput by N (tasks/s): " + ", ".join(f"{n}: {tp:.3f}" for n, tp in zip(opts.concurrency, base_tp)))
     return ScenarioResult.from_checks(
