@@ -282,31 +282,31 @@ def step_cells(s: StepRow) -> list[str]:
             "yes" if s.same_output else "NO"]
 
 
-def print_table(rows: list[Row], steps: list[StepRow], header: str) -> None:
-    from rich.table import Table
+def tables(rows: list[Row], steps: list[StepRow], header: str) -> list:
+    """The benchmark's tables as the harness's `TextTable`s, so both render them alike."""
+    from agenttrace.bench.harness.render import TextTable
 
+    out = [TextTable(f"generation benchmark: {header}", list(ARM_COLUMNS), [arm_cells(r) for r in rows])]
+    if steps:
+        out.append(TextTable(STEPS_TITLE, list(STEP_COLUMNS), [step_cells(s) for s in steps]))
+    return out
+
+
+def print_table(rows: list[Row], steps: list[StepRow], header: str) -> None:
+    from agenttrace.bench.harness.render import to_terminal
     from agenttrace.report.terminal import make_console
 
-    console = make_console()
-    tables = [(f"generation benchmark: {header}", ARM_COLUMNS, [arm_cells(r) for r in rows])]
-    if steps:
-        tables.append((STEPS_TITLE, STEP_COLUMNS, [step_cells(s) for s in steps]))
-    for title, columns, cells in tables:
-        table = Table(title=title, title_justify="left")
-        for col in columns:
-            table.add_column(col, justify="right")
-        for row in cells:
-            table.add_row(*row)
-        console.print(table)
+    to_terminal(make_console(), tables(rows, steps, header), [])
 
 
 def markdown(rows: list[Row], steps: list[StepRow], header: str, command: str) -> str:
-    def md(columns, cells) -> list[str]:
-        return ["| " + " | ".join(columns) + " |", "| --- " * len(columns) + "|", *("| " + " | ".join(c) + " |" for c in cells)]
+    from agenttrace.bench.harness.render import table_markdown
 
-    lines = [f"## agenttrace bench generation: {header}", "", f"Command: `{command}`", "", *md(ARM_COLUMNS, [arm_cells(r) for r in rows])]
-    if steps:
-        lines += ["", f"{STEPS_TITLE}:", "", *md(STEP_COLUMNS, [step_cells(s) for s in steps])]
+    first, *rest = tables(rows, steps, header)
+    lines = table_markdown(first, 2)
+    lines[2:2] = [f"Command: `{command}`", ""]  # under the heading
+    for t in rest:
+        lines += table_markdown(t, 3)
     return "\n".join(lines)
 
 
