@@ -162,7 +162,7 @@ def _pairs(a: dict[RunKey, list[float]], b: dict[RunKey, list[float]]) -> list[t
     return [(x, y) for key in sorted(a.keys() & b.keys()) if len(a[key]) == len(b[key]) for x, y in zip(a[key], b[key])]
 
 
-def _estimate(a: dict[RunKey, list[float]], b: dict[RunKey, list[float]], seed: int,
+def paired_estimate(a: dict[RunKey, list[float]], b: dict[RunKey, list[float]], seed: int,
               higher_is_better: bool = False) -> RatioEstimate:
     """Paired by task run when at least MIN_SAMPLES pairs line up (every arm runs the same task
     runs, interleaved: the spread between tasks, far larger than any arm's effect on a dozen
@@ -181,11 +181,11 @@ def _versus(suite: str, arm: str, base_t: dict[RunKey, TaskFigures], arm_t: dict
     for short, spec in _trace_specs():
         a = {key: spec.samples([t]) for key, t in base_t.items()}
         b = {key: spec.samples([t]) for key, t in arm_t.items()}
-        out.append(Versus(suite, arm, short, spec.unit, _estimate(a, b, seed, spec.higher_is_better)))
+        out.append(Versus(suite, arm, short, spec.unit, paired_estimate(a, b, seed, spec.higher_is_better)))
     for name, attr in (("TTFT", "ttft_s"), ("time per output token", "tpot_s")):
         a = {(r.repeat, r.task_id): list(getattr(r, attr)) for r in base_r}
         b = {(r.repeat, r.task_id): list(getattr(r, attr)) for r in arm_r}
-        out.append(Versus(suite, arm, name, "s", _estimate(a, b, seed)))
+        out.append(Versus(suite, arm, name, "s", paired_estimate(a, b, seed)))
     return out
 
 

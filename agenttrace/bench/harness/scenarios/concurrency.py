@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 from agenttrace.agent import TaskResult
 from agenttrace.bench.harness.arms import build_model
-from agenttrace.bench.harness.figures import MIN_SAMPLES, judged
+from agenttrace.bench.harness.figures import paired_estimate
 from agenttrace.bench.harness.records import Check, ScenarioResult
 from agenttrace.bench.harness.scenarios.common import ScenarioContext
 from agenttrace.report import report_from_files
-from agenttrace.report.stats import bootstrap_paired_ratio, bootstrap_ratio_of_medians, distribution
+from agenttrace.report.stats import distribution
 from agenttrace.telemetry import Telemetry
 
 
@@ -96,10 +96,7 @@ def _serve(ctx: ScenarioContext, n: int, arm: str, tasks) -> Level:
 
 def _versus(base: dict[str, float], arm: dict[str, float], seed: int):
     """The same tasks at the same N: paired by task (unpaired when too few line up)."""
-    pairs = [(base[t], arm[t]) for t in sorted(base.keys() & arm.keys())]
-    if len(pairs) >= MIN_SAMPLES:
-        return bootstrap_paired_ratio(pairs, seed=seed)
-    return judged(bootstrap_ratio_of_medians(list(base.values()), list(arm.values()), seed=seed))
+    return paired_estimate({t: [x] for t, x in base.items()}, {t: [x] for t, x in arm.items()}, seed)
 
 
 def _trend(first: tuple, last: tuple) -> str:
