@@ -84,8 +84,9 @@ def trace_path(out: Path, chunk_key: str, arm: str) -> Path:
     return out / "traces" / f"{chunk_key}-{arm}.jsonl"
 
 
-def _texts(result: TaskResult) -> list[str]:
-    return [a.text for s in result.steps for a in s.attempts]
+def output_digest(result: TaskResult) -> str:
+    """sha256 of every attempt's text: equal across arms and loads when greedy decoding is lossless."""
+    return hashlib.sha256("\x00".join(a.text for s in result.steps for a in s.attempts).encode()).hexdigest()
 
 
 def task_record(task: Task, result: TaskResult, *, repeat: int, suite: str, arm: str, position: int,
@@ -107,7 +108,7 @@ def task_record(task: Task, result: TaskResult, *, repeat: int, suite: str, arm:
         attempts=sum(len(s.attempts) for s in result.steps), output_tokens=sum(g.output_tokens for g in gens),
         ttft_s=ttft, tpot_s=tpot, fallbacks=sum(g.fallback_reason is not None for g in gens),
         fallback_reasons=reasons,
-        output_digest=hashlib.sha256("\x00".join(_texts(result)).encode()).hexdigest(),
+        output_digest=output_digest(result),
         peak_rss_bytes=use.peak_rss_bytes, peak_gpu_bytes=use.peak_gpu_bytes, energy_j=use.energy_j, wall_s=wall_s,
     )
 

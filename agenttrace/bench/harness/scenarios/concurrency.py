@@ -18,7 +18,6 @@ would mean the threads disturb each other.
 
 from __future__ import annotations
 
-import hashlib
 import queue
 import random
 import threading
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 
 from agenttrace.agent import TaskResult
 from agenttrace.bench.harness.arms import build_model
+from agenttrace.bench.harness.runner import output_digest
 from agenttrace.bench.harness.figures import paired_estimate
 from agenttrace.bench.harness.records import Check, ScenarioResult
 from agenttrace.bench.harness.scenarios.common import ScenarioContext
@@ -48,10 +48,6 @@ class Level:
     task_s: dict[str, float]  # by task id
     ttvtc_s: list[float]
     tokens: int
-
-
-def _digest(result: TaskResult) -> str:
-    return hashlib.sha256("\x00".join(a.text for s in result.steps for a in s.attempts).encode()).hexdigest()
 
 
 def _serve(ctx: ScenarioContext, n: int, arm: str, tasks) -> Level:
@@ -155,7 +151,7 @@ def run_concurrency(ctx: ScenarioContext) -> ScenarioResult:
     finished = all(len(lv.results) == len(tasks) for lv in levels.values())
     first = opts.concurrency[0]
     mismatched = [f"N={lv.n} [{lv.arm}] {tid}" for lv in levels.values() for tid, r in lv.results.items()
-                  if tid in levels[(first, lv.arm)].results and _digest(r) != _digest(levels[(first, lv.arm)].results[tid])]
+                  if tid in levels[(first, lv.arm)].results and output_digest(r) != output_digest(levels[(first, lv.arm)].results[tid])]
     checks = [
         Check(name="every task finished", passed=finished and not errors,
               detail=f"{sum(len(lv.results) for lv in levels.values())} task runs, {len(errors)} raised"

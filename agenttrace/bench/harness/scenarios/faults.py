@@ -14,7 +14,6 @@ scenario counts them while the tool hangs, releases the tool, and checks that th
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import random
 import threading
@@ -25,6 +24,7 @@ from dataclasses import replace
 from agenttrace import semconv as sc
 from agenttrace.agent import Agent, TaskResult
 from agenttrace.bench.harness.arms import build_model
+from agenttrace.bench.harness.runner import output_digest
 from agenttrace.bench.harness.records import Check, ScenarioResult
 from agenttrace.bench.harness.scenarios.common import ScenarioContext, SpanCounter, new_threads, segment_spans
 from agenttrace.chat import GenerationParams
@@ -58,10 +58,6 @@ class FailingDrafter:
 
     def reset(self) -> None:
         self.inner.reset()
-
-
-def _digest(result: TaskResult) -> str:
-    return hashlib.sha256("\x00".join(a.text for s in result.steps for a in s.attempts).encode()).hexdigest()
 
 
 class _Collect(logging.Handler):
@@ -115,7 +111,7 @@ def run_drafter_failure(ctx: ScenarioContext) -> ScenarioResult:
     mid = [g for g in after_failure if g.rounds]  # had verified rounds, then the drafter broke
     traced = [g for t in report_from_files([str(ctx.out / "failing-drafter.jsonl")]).tasks
               for s in t.steps for g in s.generations if g.fallback and (g.fallback_reason or "").startswith("drafter_error")]
-    same = sum(_digest(a) == _digest(b) for a, b in pairs)
+    same = sum(output_digest(a) == output_digest(b) for a, b in pairs)
     same_outcome = sum(a.outcome == b.outcome and a.first_decision_correct == b.first_decision_correct for a, b in pairs)
     checks = [
         Check(name="failure injected mid-run", passed=drafter.failures > 0 and bool(mid),
