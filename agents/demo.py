@@ -57,6 +57,7 @@ class DemoOptions:
     otlp_protocol: str | None = None  # http/protobuf or grpc; None: OTEL_EXPORTER_OTLP_PROTOCOL
     detail: str = "default"
     show_tasks: bool = True
+    metrics: bool = False  # also write the GenAI client metrics (beside each trace file, and to OTLP)
 
 
 def _model_for(arm: str, loaded, opts: DemoOptions) -> ChatModel:
@@ -103,6 +104,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> DemoOutcome:
             otlp_endpoint=opts.otlp_endpoint,
             otlp_protocol=opts.otlp_protocol,
             detail=opts.detail,  # type: ignore[arg-type]
+            metrics=opts.metrics,
         )
         agents[arm] = build_agent(_model_for(arm, loaded, opts), telemetry[arm])
 

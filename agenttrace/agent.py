@@ -28,7 +28,7 @@ from agenttrace.prompt import Example, PromptStyle, build_messages, decision_tex
 from agenttrace.tasks import Task, decision_matches
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.generation import InstrumentedModel
-from agenttrace.telemetry.spans import mark_error
+from agenttrace.telemetry.spans import mark_error, tool_attributes
 from agenttrace.tools import Tool, render_result, run_tool
 from agenttrace.validate import VALIDATOR_NAME, validate_arguments
 
@@ -139,6 +139,7 @@ class Agent:
             sc.GEN_AI_AGENT_NAME: cfg.name,
             sc.GEN_AI_PROVIDER_NAME: self.model.provider_name,
             sc.GEN_AI_REQUEST_MODEL: self.model.model_name,
+            sc.GEN_AI_CONVERSATION_ID: task.id,
             sc.TASK_ID: task.id,
         }
         with tel.span(sc.Segment.AGENT, sc.agent_span_name(cfg.name), attrs) as span:
@@ -168,6 +169,8 @@ class Agent:
                         sc.STEPS: len(result.steps),
                         sc.DECISIONS_VALID: result.decisions_valid,
                         sc.DECISIONS_INVALID: result.decisions_invalid,
+                        sc.GEN_AI_USAGE_INPUT_TOKENS: sum(g.input_tokens for g in result.generations),
+                        sc.GEN_AI_USAGE_OUTPUT_TOKENS: sum(g.output_tokens for g in result.generations),
                     }
                 )
             if result.outcome is not sc.TaskOutcome.COMPLETED:
@@ -298,15 +301,10 @@ class Agent:
             self._note_valid(span, task, call, result)
 
     def _execute(self, tool: Tool, call: ToolCall) -> str:
-        attrs = {
-            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-            sc.GEN_AI_TOOL_NAME: tool.name,
-            sc.GEN_AI_TOOL_CALL_ID: f"call_{uuid.uuid4().hex[:12]}",
-            sc.GEN_AI_TOOL_TYPE: sc.TOOL_TYPE_FUNCTION,
-        }
+        # The model's JSON names no call id, so none is recorded (tool_attributes).
+        attrs = tool_attributes(tool.name, description=tool.description or None)
         with self.telemetry.span(sc.Segment.TOOL, sc.tool_span_name(tool.name), attrs) as span:
             rendered = render_result(run_tool(tool, call.arguments, self.config.tool_timeout_s))
             # opt-in content (off by default): arguments and result, redacted and capped
             self.telemetry.guard("recording content", self.telemetry.content.record_tool_call, span, call.arguments, rendered)
             return rendered
-

@@ -61,10 +61,13 @@ def test_span_tree_and_attributes_of_one_task():
         sc.GEN_AI_PROVIDER_NAME: "scripted",
         sc.GEN_AI_REQUEST_MODEL: "scripted-model",
         sc.TASK_ID: "t1",
+        sc.GEN_AI_CONVERSATION_ID: "t1",  # the task is the conversation
         sc.TASK_OUTCOME: "completed",
         sc.STEPS: 2,
         sc.DECISIONS_VALID: 2,
         sc.DECISIONS_INVALID: 1,
+        sc.GEN_AI_USAGE_INPUT_TOKENS: 300,  # summed over the task's three generations
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS: 23,
     }
     assert agent.status.status_code is StatusCode.UNSET
 
@@ -86,6 +89,8 @@ def test_span_tree_and_attributes_of_one_task():
     assert gen.attributes[sc.GEN_AI_OPERATION_NAME] == "chat"
     assert gen.attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
     assert gen.attributes[sc.SPEC_METHOD] == "none"
+    assert gen.attributes[sc.GEN_AI_RESPONSE_MODEL] == "scripted-model"
+    assert gen.attributes[sc.GEN_AI_RESPONSE_ID] == f"gen-{gen.context.span_id:016x}"
     (prefill,) = children(gen)
     assert prefill.name == "prefill" and prefill.attributes[sc.TOKENS] == 100
     assert parse.attributes[sc.PARSE_OK] is True and parse.attributes[sc.PARSE_RESULT] == "tool_call"
@@ -96,7 +101,8 @@ def test_span_tree_and_attributes_of_one_task():
     assert tool.name == "execute_tool weather"
     assert tool.attributes[sc.GEN_AI_OPERATION_NAME] == "execute_tool"
     assert tool.attributes[sc.GEN_AI_TOOL_TYPE] == "function"
-    assert str(tool.attributes[sc.GEN_AI_TOOL_CALL_ID]).startswith("call_")
+    assert sc.GEN_AI_TOOL_CALL_ID not in tool.attributes  # the model's JSON gave no call id: none invented
+    assert tool.attributes[sc.GEN_AI_TOOL_DESCRIPTION] == "Current weather in a city."
 
     # Exact times from the fake clock: 0.3 s per generation (0.1 prefill + 0.2 decode), 0.05 s tool.
     assert agent.start_time == t0

@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     demo.add_argument("--detail", choices=("default", "fine"), default="default",
                       help="fine: draft/verify spans per round instead of span events")
+    demo.add_argument("--metrics", action="store_true",
+                      help="also record the GenAI client metrics (gen_ai.client.operation.duration, "
+                           "gen_ai.client.token.usage) beside each trace file and to OTLP")
     demo.add_argument("--summary-only", action="store_true", help="print only the run summary")
     demo.set_defaults(func=run)
 
@@ -50,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             otlp_protocol=args.otlp_protocol,
             detail=args.detail,
             show_tasks=not args.summary_only,
+            metrics=args.metrics,
         )
     )
     return 0

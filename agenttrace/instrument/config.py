@@ -43,6 +43,7 @@ def configure(
     max_content_chars: int = DEFAULT_MAX_CHARS,
     exporters: Sequence[SpanExporter] = (),
     synchronous: bool = False,
+    metrics: bool = False,
 ) -> Telemetry:
     """Set the telemetry that wrapped agents record into, and return it.
 
@@ -51,7 +52,9 @@ def configure(
     or any SDK `exporters`), the `service_name` and `run_label` on the resource, the `clock`,
     and content capture (`capture_content`: None follows
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT; `redact`: extra patterns; each captured
-    string capped at `max_content_chars`). Calling it again replaces the previous telemetry,
+    string capped at `max_content_chars`), and `metrics=True` for the GenAI client metrics
+    (`gen_ai.client.operation.duration`, `gen_ai.client.token.usage`), exported where the spans
+    go (`<trace_file>.metrics.jsonl`, the OTLP endpoint). Calling it again replaces the previous telemetry,
     which is shut down if `configure` built it and flushed otherwise.
     """
     global _current, _owned
@@ -66,6 +69,7 @@ def configure(
             detail=detail,
             exporters=exporters,
             synchronous=synchronous,
+            metrics=metrics,
             content=ContentPolicy(enabled=capture_content, redact=tuple(redact), max_chars=max_content_chars),
         )
         owned = True

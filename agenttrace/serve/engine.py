@@ -93,7 +93,7 @@ class Engine:
             if cancel is not None and cancel.cancelled:
                 raise GenerationCancelled("the client went away before generation started")
             gen = self._generate(messages, params, on_tokens, cancel)
-        tel.guard("recording a generation", record_generation, tel, span, gen)
+        tel.guard("recording a generation", record_generation, tel, span, gen, model=self.model_name)
         tel.guard("recording content", record_chat_content, tel, span, messages, gen)
         reply = self._reply(span, gen, tools, call_id)
         return EngineResult(reply, gen, gen.text)

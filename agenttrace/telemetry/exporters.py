@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from agenttrace.telemetry.guard import FailureCounter
 
-__all__ = ["GuardedExporter", "otlp_exporter", "resolve_otlp_endpoint", "trace_file_exporter"]
+__all__ = ["GuardedExporter", "otlp_exporter", "otlp_metric_exporter", "resolve_otlp_endpoint", "trace_file_exporter"]
 
 # Jaeger's OTLP receivers: 4318 for HTTP/protobuf, 4317 for gRPC.
 DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
@@ -115,4 +116,22 @@ def otlp_exporter(endpoint: str, protocol: str = "http/protobuf", *, timeout_s: 
 
     if urlsplit(endpoint).path in ("", "/"):
         endpoint = endpoint.rstrip("/") + "/v1/traces"
+    return HttpExporter(endpoint=endpoint, timeout=timeout_s)
+
+
+def otlp_metric_exporter(endpoint: str, protocol: str = "http/protobuf", *, timeout_s: float = 5.0) -> MetricExporter:
+    """The official OTLP metric exporter for the endpoint the spans go to: for HTTP a base URL
+    (or one ending in `/v1/traces`) gets `/v1/metrics`."""
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
+
+        parts = urlsplit(endpoint)
+        return GrpcExporter(endpoint=parts.netloc or endpoint, insecure=parts.scheme != "https", timeout=timeout_s)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
+
+    path = urlsplit(endpoint).path
+    if path in ("", "/"):
+        endpoint = endpoint.rstrip("/") + "/v1/metrics"
+    elif path.endswith("/v1/traces"):
+        endpoint = endpoint[: -len("/v1/traces")] + "/v1/metrics"
     return HttpExporter(endpoint=endpoint, timeout=timeout_s)

@@ -72,9 +72,15 @@ def generation_attributes(gen: Generation) -> dict[str, AttributeValue]:
     return attrs
 
 
-def record_generation(tel: Telemetry, span: Span, gen: Generation) -> None:
-    """Attributes, the prefill child and the speculation rounds of one generation."""
-    span.set_attributes(generation_attributes(gen))
+def record_generation(tel: Telemetry, span: Span, gen: Generation, *, model: str | None = None) -> None:
+    """Attributes, the prefill child and the speculation rounds of one generation. A local
+    generation has no response id of its own: `gen_ai.response.id` is minted from the span's id,
+    so it is unique and names this span; `model` (the generating model) is `gen_ai.response.model`."""
+    attrs = generation_attributes(gen)
+    attrs[sc.GEN_AI_RESPONSE_ID] = f"gen-{span.get_span_context().span_id:016x}"
+    if model:
+        attrs[sc.GEN_AI_RESPONSE_MODEL] = model
+    span.set_attributes(attrs)
     child_span(
         tel.tracer,
         span,
@@ -139,6 +145,6 @@ class InstrumentedModel:
         name = sc.generation_span_name(self.inner.model_name)
         with tel.span(sc.Segment.GENERATION, name, request_attributes(self.inner, params), kind=kind) as span:
             gen = self.inner.chat(messages, params, cancel=cancel)
-            tel.guard("recording a generation", record_generation, tel, span, gen)
+            tel.guard("recording a generation", record_generation, tel, span, gen, model=self.inner.model_name)
             tel.guard("recording content", record_chat_content, tel, span, messages, gen)
             return gen

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
@@ -25,6 +25,9 @@ from agenttrace.telemetry.exporters import GuardedExporter, otlp_exporter, resol
 from agenttrace.telemetry.guard import FailureCounter, guarded
 from agenttrace.telemetry.limits import TruncatingExporter, max_value_length
 from agenttrace.telemetry.spans import open_span
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics import MeterProvider
 
 __all__ = ["Detail", "ExportSummary", "Telemetry"]
 
@@ -70,6 +73,9 @@ class Telemetry:
     else 4096; 0: no limit).
     content: opt-in capture of prompts, outputs and tool arguments (default: off unless
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT says otherwise; see agenttrace.content).
+    metrics: also record the GenAI client metrics (`gen_ai.client.operation.duration`,
+    `gen_ai.client.token.usage`; telemetry/metrics.py), exported beside the trace file
+    (`<trace>.metrics.jsonl`) and to the OTLP endpoint.
     """
 
     def __init__(
@@ -89,6 +95,7 @@ class Telemetry:
         resource_attributes: Mapping[str, AttributeValue] | None = None,
         max_attribute_length: int | None = None,
         content: ContentPolicy | None = None,
+        metrics: bool = False,
     ) -> None:
         self.clock = clock or default_clock()
         self.content = content if content is not None else ContentPolicy()
@@ -122,7 +129,13 @@ class Telemetry:
             self._add(otlp_exporter(url, protocol, timeout_s=otlp_timeout_s), f"OTLP {protocol} {url}", synchronous)
         for i, exporter in enumerate(exporters):
             self._add(exporter, f"{type(exporter).__name__}#{i}", synchronous)
-        self.tracer: Tracer = self.provider.get_tracer(INSTRUMENTATION_SCOPE, _version())
+        self.meter_provider: MeterProvider | None = None
+        if metrics:
+            from agenttrace.telemetry.metrics import GenAIMetricsProcessor, meter_provider, metric_exporters
+
+            self.meter_provider = meter_provider(self.provider.resource, metric_exporters(self.trace_file, endpoint, otlp_timeout_s))
+            self.provider.add_span_processor(GenAIMetricsProcessor(self.meter_provider, INSTRUMENTATION_SCOPE, _version()))
+        self.tracer: Tracer = self.provider.get_tracer(INSTRUMENTATION_SCOPE, _version(), schema_url=sc.SCHEMA_URL)
 
     def _add(self, exporter: SpanExporter, name: str, synchronous: bool) -> None:
         truncating = TruncatingExporter(exporter, self.max_attribute_length)
@@ -153,6 +166,8 @@ class Telemetry:
     def shutdown(self) -> ExportSummary:
         """Flush and close every exporter; returns what each delivered."""
         self.provider.shutdown()
+        if self.meter_provider is not None:  # after the spans: the last generation's points are in
+            self.guard("shutting the metrics down", self.meter_provider.shutdown)
         return self.summary()
 
     def summary(self) -> ExportSummary:

@@ -80,3 +80,19 @@ def child_span(
         attrs.update(attributes)
     span = tracer.start_span(name, context=trace.set_span_in_context(parent), attributes=attrs, start_time=start_ns)
     span.end(end_time=end_ns)
+
+
+def tool_attributes(name: str, *, call_id: str | None = None, tool_type: str = sc.TOOL_TYPE_FUNCTION,
+                    description: str | None = None) -> dict[str, AttributeValue]:
+    """The `execute_tool` span's attributes (SPANS.md). No call id is made up when the model gave
+    none: `gen_ai.tool.call.id` names the model's call, so an invented one would mislead."""
+    attrs: dict[str, AttributeValue] = {
+        sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+        sc.GEN_AI_TOOL_NAME: name,
+        sc.GEN_AI_TOOL_TYPE: tool_type,
+    }
+    if call_id:
+        attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
+    if description:
+        attrs[sc.GEN_AI_TOOL_DESCRIPTION] = description
+    return attrs
