@@ -43,6 +43,7 @@ from agenttrace.instrument import (
     step_span,
     tool_span,
     traced_model,
+    turn_span,
     validate_tool_call,
     validate_tool_calls,
     validation_span,
@@ -54,6 +55,7 @@ from agenttrace.telemetry import Telemetry
 from agenttrace.tools import Tool
 
 if TYPE_CHECKING:
+    from agenttrace.adapters.callable import wrap_model
     from agenttrace.adapters.openai import wrap_openai
     from agenttrace.adapters.transformers import trace_generate
     from agenttrace.generation.drafters import PromptLookupDrafter
@@ -120,9 +122,11 @@ __all__ = [
     "tool_span",
     "trace_generate",
     "traced_model",
+    "turn_span",
     "validate_tool_call",
     "validate_tool_calls",
     "validation_span",
+    "wrap_model",
     "wrap_openai",
 ]
 
@@ -136,6 +140,7 @@ _LAZY = {
     "render_report": "agenttrace.report.terminal",
     # wrappers around other libraries' objects (they never import those libraries themselves)
     "wrap_openai": "agenttrace.adapters.openai",
+    "wrap_model": "agenttrace.adapters.callable",
     "trace_generate": "agenttrace.adapters.transformers",
 }
 

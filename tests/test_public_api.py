@@ -18,7 +18,7 @@ EXPECTED = {
     "ContentPolicy", "PropagatingExecutor", "ValidationResult", "agent_span", "attempt_span", "compaction_span",
     "configure", "current_run", "current_step", "delegation_span", "final_answer", "generation_span", "memory_span",
     "parse_span", "propagate", "shutdown", "step_span", "tool_span", "trace_generate", "traced_model",
-    "validate_tool_call", "validate_tool_calls", "validation_span", "wrap_openai",
+    "turn_span", "validate_tool_call", "validate_tool_calls", "validation_span", "wrap_model", "wrap_openai",
 }
 
 

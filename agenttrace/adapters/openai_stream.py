@@ -19,6 +19,7 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace.adapters.replies import read_reply, usage_of
 from agenttrace.content import chat_input_messages, chat_output_messages
 from agenttrace.instrument.frames import Placement, end_span, is_cancellation, place_leaf, start_span
 from agenttrace.telemetry import Telemetry
@@ -41,16 +42,18 @@ class _Accumulated:
 class ChatCall:
     """The generation span of one `chat.completions.create` call."""
 
-    def __init__(self, telemetry: Telemetry | None, model: str, provider: str, attrs: Mapping[str, AttributeValue], messages: Any) -> None:
+    def __init__(self, telemetry: Telemetry | None, model: str | None, provider: str | None,
+                 attrs: Mapping[str, AttributeValue], messages: Any, *, kind: SpanKind = SpanKind.CLIENT) -> None:
         self.placement: Placement = place_leaf(telemetry)
         self.tel = self.placement.tel
         self.start_ns = self.tel.clock.now_ns()
+        self.model = model or None
         self.span: Span = start_span(
-            self.tel, sc.Segment.GENERATION, sc.generation_span_name(model), attrs, kind=SpanKind.CLIENT,
+            self.tel, sc.Segment.GENERATION, sc.generation_span_name(self.model), attrs, kind=kind,
             parent=self.placement.parent,
         )
         if self.placement.run is not None:
-            self.placement.run.saw_model(model, provider)
+            self.placement.run.saw_model(self.model, provider)
         self.messages = messages
         self.first_chunk_ns: int | None = None
         self.acc = _Accumulated()
@@ -61,32 +64,29 @@ class ChatCall:
 
     # -- recording -----------------------------------------------------------------------------
     def response(self, completion: Any) -> None:
-        """Attributes of a whole (non-streamed) ChatCompletion; ends the span."""
-        self.tel.guard("recording a chat completion", self._record_completion, completion)
+        """Attributes of a whole (non-streamed) reply, in any shape `read_reply` knows; ends the span."""
+        self.tel.guard("recording a chat completion", self.record_reply, completion)
         self.end(None)
 
-    def _record_completion(self, completion: Any) -> None:
-        self._record_ids(completion)
-        self._record_usage(getattr(completion, "usage", None))
-        choices = getattr(completion, "choices", None) or []
-        reasons = [str(c.finish_reason) for c in choices if getattr(c, "finish_reason", None)]
-        self.span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, tuple(reasons))
-        calls = [tc for c in choices for tc in (getattr(c.message, "tool_calls", None) or [])]
-        self._record_tool_calls([getattr(getattr(tc, "function", None), "name", None) for tc in calls])
-        if self.tel.content.enabled and choices:
-            msg = choices[0].message
+    def record_reply(self, completion: Any) -> None:
+        reply = read_reply(completion)
+        self._record_ids(reply.response_id, reply.model)
+        self._record_tokens(reply.input_tokens, reply.output_tokens, reply.cached_input_tokens)
+        self.span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, reply.finish_reasons)
+        self._record_tool_calls(list(reply.tool_names))
+        if self.tel.content.enabled and (reply.text is not None or reply.tool_calls):
             self.tel.content.record_messages(
                 self.span, chat_input_messages(self.messages or []),
-                chat_output_messages(msg.content, choices[0].finish_reason, msg.tool_calls or []),
+                chat_output_messages(reply.text, reply.finish_reasons[0] if reply.finish_reasons else None, reply.tool_calls),
             )
 
     def chunk(self, chunk: Any) -> None:
         self.tel.guard("recording a stream chunk", self._record_chunk, chunk)
 
     def _record_chunk(self, chunk: Any) -> None:
-        self._record_ids(chunk)
+        self._record_ids(getattr(chunk, "id", None), getattr(chunk, "model", None))
         if getattr(chunk, "usage", None) is not None:
-            self._record_usage(chunk.usage)
+            self._record_tokens(*usage_of(chunk.usage))
         for choice in getattr(chunk, "choices", None) or []:
             delta = getattr(choice, "delta", None)
             content = getattr(delta, "content", None) if delta is not None else None
@@ -109,24 +109,25 @@ class ChatCall:
             if choice.finish_reason:
                 self.acc.finish[choice.index] = str(choice.finish_reason)
 
-    def _record_ids(self, obj: Any) -> None:
-        if getattr(obj, "id", None):
-            self.span.set_attribute(sc.GEN_AI_RESPONSE_ID, obj.id)
-        if getattr(obj, "model", None):
-            self.span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, obj.model)
+    def _record_ids(self, response_id: str | None, model: str | None) -> None:
+        if response_id:
+            self.span.set_attribute(sc.GEN_AI_RESPONSE_ID, response_id)
+        if model:
+            self.span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, model)
+            if self.model is None:  # a call made without a model name: the response names the span
+                self.model = model
+                self.span.update_name(sc.generation_span_name(model))
+                if self.placement.run is not None:
+                    self.placement.run.saw_model(model, None)
 
-    def _record_usage(self, usage: Any) -> None:
-        if usage is None:
-            return
+    def _record_tokens(self, input_tokens: int | None, output_tokens: int | None, cached: int | None) -> None:
         attrs: dict[str, AttributeValue] = {}
-        if getattr(usage, "prompt_tokens", None) is not None:
-            attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = int(usage.prompt_tokens)
-        if getattr(usage, "completion_tokens", None) is not None:
-            attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = int(usage.completion_tokens)
-        details = getattr(usage, "prompt_tokens_details", None)
-        if details is not None and getattr(details, "cached_tokens", None) is not None:
-            attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = int(details.cached_tokens)
+        for key, value in ((sc.GEN_AI_USAGE_INPUT_TOKENS, input_tokens), (sc.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens),
+                           (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, cached)):
+            if value is not None:
+                attrs[key] = value
         self.span.set_attributes(attrs)
+        self.placement.usage(input_tokens, output_tokens)
 
     def _record_tool_calls(self, names: list[str | None]) -> None:
         self.span.set_attribute(sc.RESPONSE_TOOL_CALLS, len(names))

@@ -4,7 +4,7 @@ time to valid tool call and decision throughput.
 
     config.py       configure(): the telemetry wrapped agents record into
     frames.py       where the next span goes (run, step, attempt); the scope machinery
-    structure.py    agent_span, delegation_span, step_span, attempt_span
+    structure.py    agent_span, delegation_span, step_span, attempt_span, turn_span
     operations.py   generation_span, parse_span / final_answer, tool_span, memory_span,
                     compaction_span, traced_model
     validation.py   validate_tool_call(s), validation_span
@@ -33,6 +33,7 @@ from agenttrace.instrument.structure import (
     current_step,
     delegation_span,
     step_span,
+    turn_span,
 )
 from agenttrace.instrument.validation import ValidationResult, validate_tool_call, validate_tool_calls, validation_span
 
@@ -59,6 +60,7 @@ __all__ = [
     "step_span",
     "tool_span",
     "traced_model",
+    "turn_span",
     "validate_tool_call",
     "validate_tool_calls",
     "validation_span",

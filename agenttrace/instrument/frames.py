@@ -86,8 +86,12 @@ class AgentRun:
         self.decisions_valid = 0
         self.decisions_invalid = 0
         self.final_answers = 0
+        self.input_tokens = 0  # summed over the run's generations: gen_ai.usage.* on the agent span
+        self.output_tokens = 0
+        self.saw_usage = False
         self.last_step_outcome: sc.StepOutcome | None = None
         self.outcome: sc.TaskOutcome | None = None
+        self.open_step: Step | None = None  # a step an invalid `turn_span` left open for the next turn
         self._lock = threading.Lock()
 
     def set_outcome(self, outcome: sc.TaskOutcome | str) -> None:
@@ -104,6 +108,12 @@ class AgentRun:
             self.decisions_valid += valid
             self.decisions_invalid += invalid
             self.final_answers += final
+
+    def add_usage(self, input_tokens: int | None, output_tokens: int | None) -> None:
+        with self._lock:
+            self.saw_usage = True
+            self.input_tokens += int(input_tokens or 0)
+            self.output_tokens += int(output_tokens or 0)
 
     def saw_model(self, model: str | None, provider: str | None) -> None:
         with self._lock:
@@ -235,24 +245,25 @@ class Step:
     def open_attempt(self, *, implicit: bool) -> Attempt:
         """A new attempt span under this step (ending the open implicit one first)."""
         with self._lock:
-            previous = self.current
-            self.current = None
-        if previous is not None:
-            previous.finish(None)
+            previous, self.current = self.current, None
+            if previous is not None:
+                previous.finish(None)
+            return self._new_attempt(implicit)
+
+    def ensure_attempt(self) -> Attempt:
+        """The open attempt, or a new implicit one. Check and open are one step under the lock,
+        so spans recorded at once from several threads share one attempt, not one each."""
         with self._lock:
-            self.attempts += 1
-            index = self.attempts
+            return self.current if self.current is not None else self._new_attempt(True)
+
+    def _new_attempt(self, implicit: bool) -> Attempt:  # the caller holds the lock
+        self.attempts += 1
+        index = self.attempts
         parent = trace.set_span_in_context(self.span)
         span = start_span(self.tel, sc.Segment.ATTEMPT, sc.attempt_span_name(index), {sc.ATTEMPT_INDEX: index}, parent=parent)
         attempt = Attempt(self, span, index, implicit=implicit)
-        with self._lock:
-            self.current = self.last = attempt
+        self.current = self.last = attempt
         return attempt
-
-    def ensure_attempt(self) -> Attempt:
-        with self._lock:
-            current = self.current
-        return current if current is not None else self.open_attempt(implicit=True)
 
     def close_attempt(self, attempt: Attempt, exc: BaseException | None) -> None:
         with self._lock:
@@ -333,6 +344,11 @@ class Placement:
             for name, value in flags.items():
                 if value:
                     setattr(self.attempt.flags, name, True)
+
+    def usage(self, input_tokens: int | None, output_tokens: int | None) -> None:
+        """Count a generation's tokens into its run (the agent span's aggregated usage)."""
+        if self.run is not None and (input_tokens is not None or output_tokens is not None):
+            self.run.add_usage(input_tokens, output_tokens)
 
 
 def frame_telemetry(frame: Frame | None) -> Telemetry | None:

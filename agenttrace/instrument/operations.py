@@ -3,7 +3,6 @@ spans, each as a context manager (and decorator) with a small handle to record r
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -16,6 +15,7 @@ from agenttrace.instrument.scope import Scope
 from agenttrace.instrument.frames import Frame, Placement, end_span, is_cancellation, place_leaf, start_span
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.generation import record_chat_content, record_generation, request_attributes
+from agenttrace.telemetry.spans import tool_attributes
 
 __all__ = [
     "CompactionHandle",
@@ -44,8 +44,8 @@ class _Handle:
     def telemetry(self) -> Telemetry:
         return self.placement.tel
 
-    def _guard(self, what: str, fn: Any, *args: Any) -> None:
-        self.placement.tel.guard(what, fn, *args)
+    def _guard(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> None:
+        self.placement.tel.guard(what, fn, *args, **kwargs)
 
 
 class _LeafScope(Scope[Any]):
@@ -75,10 +75,11 @@ class _LeafScope(Scope[Any]):
 class GenerationHandle(_Handle):
     """Record what a model call returned. Every method is optional and never raises."""
 
-    def __init__(self, placement: Placement, span: Span) -> None:
+    def __init__(self, placement: Placement, span: Span, operation: str = sc.OP_CHAT, model: str | None = None) -> None:
         super().__init__(placement, span)
         self.start_ns = placement.tel.clock.now_ns()
         self.first_chunk_ns: int | None = None
+        self.operation, self.model = operation, model
 
     def first_chunk(self) -> None:
         """Mark now as the first content (or tool-call) chunk: sets time to first chunk, once."""
@@ -96,20 +97,33 @@ class GenerationHandle(_Handle):
             if value is not None:
                 attrs[key] = int(value)
         self.span.set_attributes(attrs)
+        self.placement.usage(input_tokens, output_tokens)
 
     def finish_reasons(self, *reasons: str) -> None:
         self.span.set_attribute(sc.GEN_AI_RESPONSE_FINISH_REASONS, tuple(str(r) for r in reasons))
 
-    def response(self, *, model: str | None = None, response_id: str | None = None) -> None:
+    def response(self, *, model: str | None = None, response_id: str | None = None, provider: str | None = None) -> None:
+        """What the response said: `gen_ai.response.model` / `.id`, and the provider when the
+        request could not know it. A span opened without a model is named after this one
+        (`chat {model}`), so a model known only from the response still names the span."""
         if model:
             self.span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, model)
+            if self.model is None:
+                self.model = model
+                self.span.update_name(sc.generation_span_name(model, self.operation))
+                run = self.placement.run
+                if run is not None:
+                    run.saw_model(model, None)
         if response_id:
             self.span.set_attribute(sc.GEN_AI_RESPONSE_ID, response_id)
+        if provider:
+            self.span.set_attribute(sc.GEN_AI_PROVIDER_NAME, provider)
 
     def record(self, generation: Generation, messages: Sequence[Message] | None = None) -> None:
         """Everything a `Generation` record holds: usage, timings, prefill child, speculation."""
         tel = self.placement.tel
-        self._guard("recording a generation", record_generation, tel, self.span, generation)
+        self._guard("recording a generation", record_generation, tel, self.span, generation, model=self.model)
+        self.placement.usage(generation.input_tokens, generation.output_tokens)
         if messages is not None:
             self._guard("recording content", record_chat_content, tel, self.span, messages, generation)
 
@@ -127,15 +141,19 @@ class GenerationHandle(_Handle):
 
 class generation_span(_LeafScope):  # noqa: N801
     """A model call: `{operation} {model}` (segment generation). `remote=True` (a model behind a
-    network call) makes it a CLIENT span, as SPANS.md asks; in-process models are INTERNAL."""
+    network call) makes it a CLIENT span, as SPANS.md asks; in-process models are INTERNAL.
+
+    `model` and `provider` may be left out where the caller cannot know them before the call:
+    the span is then named `{operation}` until `handle.response(model=...)` names it, and
+    `gen_ai.provider.name` is set only if `handle.response(provider=...)` says it."""
 
     handle_type = GenerationHandle
 
     def __init__(
         self,
-        model: str,
+        model: str | None = None,
         *,
-        provider: str,
+        provider: str | None = None,
         operation: str = sc.OP_CHAT,
         remote: bool = False,
         max_tokens: int | None = None,
@@ -150,11 +168,11 @@ class generation_span(_LeafScope):  # noqa: N801
 
     def _describe(self) -> tuple[str, str, dict[str, AttributeValue], SpanKind]:
         model, kw = self._args[0], self._kwargs
-        attrs: dict[str, AttributeValue] = {
-            sc.GEN_AI_OPERATION_NAME: kw["operation"],
-            sc.GEN_AI_PROVIDER_NAME: kw["provider"],
-            sc.GEN_AI_REQUEST_MODEL: model,
-        }
+        attrs: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: kw["operation"]}
+        if kw["provider"]:
+            attrs[sc.GEN_AI_PROVIDER_NAME] = kw["provider"]
+        if model:
+            attrs[sc.GEN_AI_REQUEST_MODEL] = model
         if kw["max_tokens"] is not None:
             attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = int(kw["max_tokens"])
         if kw["temperature"] is not None:
@@ -164,11 +182,13 @@ class generation_span(_LeafScope):  # noqa: N801
         return sc.Segment.GENERATION, sc.generation_span_name(model, kw["operation"]), attrs, kind
 
     def _open(self) -> tuple[Any, Telemetry, Span, Frame | None]:
-        handle, tel, span, frame = super()._open()
-        run = handle.placement.run
-        if run is not None:
-            run.saw_model(self._args[0], self._kwargs["provider"])
-        return handle, tel, span, frame
+        placement = place_leaf(self._kwargs.get("telemetry"))
+        segment, name, attrs, kind = self._describe()
+        span = start_span(placement.tel, segment, name, attrs, kind=kind, parent=placement.parent)
+        handle = GenerationHandle(placement, span, self._kwargs["operation"], self._args[0])
+        if placement.run is not None:
+            placement.run.saw_model(self._args[0], self._kwargs["provider"])
+        return handle, placement.tel, span, None
 
 
 class _TracedChatModel:
@@ -289,8 +309,9 @@ class ToolHandle(_Handle):
 
 class tool_span(_LeafScope):  # noqa: N801
     """A tool's execution: `execute_tool {name}` (segment tool). The caller's exception marks it
-    failed (error.type, status ERROR) and passes through. `arguments` are recorded only when
-    content capture is on."""
+    failed (error.type, status ERROR) and passes through. `call_id` (`gen_ai.tool.call.id`) is
+    the model's id for the call, recorded only when there is one; `description` is the tool's
+    (`gen_ai.tool.description`). `arguments` are recorded only when content capture is on."""
 
     handle_type = ToolHandle
 
@@ -300,19 +321,16 @@ class tool_span(_LeafScope):  # noqa: N801
         *,
         call_id: str | None = None,
         tool_type: str = sc.TOOL_TYPE_FUNCTION,
+        description: str | None = None,
         arguments: Any = None,
         telemetry: Telemetry | None = None,
     ) -> None:
-        super().__init__(name, call_id=call_id, tool_type=tool_type, arguments=arguments, telemetry=telemetry)
+        super().__init__(name, call_id=call_id, tool_type=tool_type, description=description, arguments=arguments,
+                         telemetry=telemetry)
 
     def _describe(self) -> tuple[str, str, dict[str, AttributeValue], SpanKind]:
         name, kw = self._args[0], self._kwargs
-        attrs: dict[str, AttributeValue] = {
-            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-            sc.GEN_AI_TOOL_NAME: name,
-            sc.GEN_AI_TOOL_CALL_ID: kw["call_id"] or f"call_{uuid.uuid4().hex[:12]}",
-            sc.GEN_AI_TOOL_TYPE: kw["tool_type"],
-        }
+        attrs = tool_attributes(name, call_id=kw["call_id"], tool_type=kw["tool_type"], description=kw["description"])
         return sc.Segment.TOOL, sc.tool_span_name(name), attrs, SpanKind.INTERNAL
 
     def _open(self) -> tuple[Any, Telemetry, Span, Frame | None]:

@@ -25,30 +25,36 @@ from agenttrace.instrument.config import get_telemetry
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import mark_error
 
-__all__ = ["agent_span", "attempt_span", "current_run", "current_step", "delegation_span", "step_span"]
+__all__ = ["agent_span", "attempt_span", "current_run", "current_step", "delegation_span", "step_span", "turn_span"]
 
 
-def _agent_attributes(name: str, task_id: str, model: str | None, provider: str | None) -> dict[str, AttributeValue]:
+def _agent_attributes(name: str, task_id: str, model: str | None, provider: str | None, *, agent_id: str | None,
+                      description: str | None, conversation_id: str | None) -> dict[str, AttributeValue]:
     attrs: dict[str, AttributeValue] = {
         sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
         sc.GEN_AI_AGENT_NAME: name,
         sc.TASK_ID: task_id,
+        sc.GEN_AI_CONVERSATION_ID: conversation_id or task_id,
     }
-    if model:
-        attrs[sc.GEN_AI_REQUEST_MODEL] = model
-    if provider:
-        attrs[sc.GEN_AI_PROVIDER_NAME] = provider
+    for key, value in ((sc.GEN_AI_REQUEST_MODEL, model), (sc.GEN_AI_PROVIDER_NAME, provider), (sc.GEN_AI_AGENT_ID, agent_id),
+                       (sc.GEN_AI_AGENT_DESCRIPTION, description)):
+        if value:
+            attrs[key] = value
     return attrs
 
 
 class agent_span(Scope[AgentRun]):  # noqa: N801 - used like a function: `with agent_span("bot") as run`
     """An agent run: `invoke_agent {name}`, as our own loop writes it (SPANS.md, segment agent).
 
-    As a decorator, every call of the function is one run. `task_id` defaults to a fresh id.
-    `model` and `provider` (`gen_ai.request.model`, `gen_ai.provider.name`) default to those of
-    the first generation recorded in the run. The handle (`AgentRun`) counts steps and decisions
-    and writes them, with the task outcome, when the run ends; `run.set_outcome(...)` overrides
-    the inferred outcome. A run that does not end `completed` has status ERROR, as in our loop.
+    As a decorator, every call of the function is one run. `task_id` defaults to a fresh id and
+    is also the `gen_ai.conversation.id` unless `conversation_id` is given; `agent_id` and
+    `description` are `gen_ai.agent.id` / `gen_ai.agent.description`. `model` and `provider`
+    (`gen_ai.request.model`, `gen_ai.provider.name`) are set when the span starts if given (the
+    GenAI conventions want the provider at creation, for samplers), else from the first
+    generation recorded in the run when it ends. The handle (`AgentRun`) counts steps, decisions
+    and the tokens of its generations (`gen_ai.usage.*`) and writes them, with the task outcome,
+    when the run ends; `run.set_outcome(...)` overrides the inferred outcome. A run that does not
+    end `completed` has status ERROR, as in our loop.
     """
 
     _segment = sc.Segment.AGENT
@@ -60,10 +66,15 @@ class agent_span(Scope[AgentRun]):  # noqa: N801 - used like a function: `with a
         task_id: str | None = None,
         model: str | None = None,
         provider: str | None = None,
+        agent_id: str | None = None,
+        description: str | None = None,
+        conversation_id: str | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
-        super().__init__(name, task_id=task_id, model=model, provider=provider, telemetry=telemetry)
+        super().__init__(name, task_id=task_id, model=model, provider=provider, agent_id=agent_id,
+                         description=description, conversation_id=conversation_id, telemetry=telemetry)
         self.name, self.task_id, self.model, self.provider = name, task_id, model, provider
+        self.agent_id, self.description, self.conversation_id = agent_id, description, conversation_id
         self.telemetry = telemetry
 
     def _kind(self) -> SpanKind:
@@ -77,12 +88,17 @@ class agent_span(Scope[AgentRun]):  # noqa: N801 - used like a function: `with a
         else:  # a run inside a step (a sub-agent): placed like any other span of that step
             placement = place_leaf(self.telemetry)
             tel, parent = placement.tel, placement.parent
-        attrs = _agent_attributes(self.name, task_id, self.model, self.provider)
+        attrs = _agent_attributes(self.name, task_id, self.model, self.provider, agent_id=self.agent_id,
+                                  description=self.description, conversation_id=self.conversation_id)
         span = start_span(tel, self._segment, sc.agent_span_name(self.name), attrs, kind=self._kind(), parent=parent)
         run = AgentRun(tel, span, self.name, task_id, model=self.model, provider=self.provider)
         return run, tel, span, run
 
     def _close(self, run: AgentRun, exc: BaseException | None) -> None:
+        pending = run.open_step
+        if pending is not None:  # the loop ended on a turn that left its step open (a failed last try)
+            run.open_step = None
+            finish_step(pending, exc)
         outcome = run.final_outcome(exc)
         attrs: dict[str, AttributeValue] = {
             sc.TASK_OUTCOME: outcome.value,
@@ -94,6 +110,9 @@ class agent_span(Scope[AgentRun]):  # noqa: N801 - used like a function: `with a
             attrs[sc.GEN_AI_REQUEST_MODEL] = run.model
         if run.provider and not self.provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = run.provider
+        if run.saw_usage:
+            attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = run.input_tokens
+            attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = run.output_tokens
         run.span.set_attributes(attrs)
         if exc is None and outcome is not sc.TaskOutcome.COMPLETED:
             mark_error(run.span, outcome.value, f"task {run.task_id} ended {outcome.value}")
@@ -114,10 +133,13 @@ class delegation_span(agent_span):  # noqa: N801
         task_id: str | None = None,
         model: str | None = None,
         provider: str | None = None,
+        agent_id: str | None = None,
+        description: str | None = None,
         awaited: bool = True,
         telemetry: Telemetry | None = None,
     ) -> None:
-        super().__init__(name, task_id=task_id, model=model, provider=provider, telemetry=telemetry)
+        super().__init__(name, task_id=task_id, model=model, provider=provider, agent_id=agent_id,
+                         description=description, telemetry=telemetry)
         self._kwargs["awaited"] = awaited
         self.awaited = awaited
 
@@ -148,25 +170,35 @@ class step_span(Scope[Step]):  # noqa: N801
         frame = current_frame()
         run = _enclosing_run(frame)
         tel = self.telemetry or frame_telemetry(frame) or get_telemetry()
-        index = run.next_step_index() if run is not None else 1
-        if self.index is not None:
-            index = self.index
-        parent = trace.set_span_in_context(run.span) if run is not None else None
-        span = start_span(tel, sc.Segment.STEP, sc.step_span_name(index), {sc.STEP_INDEX: index}, parent=parent)
-        step = Step(tel, run, span, index)
-        return step, tel, span, step
+        step = open_step(tel, run, self.index)
+        return step, tel, step.span, step
 
     def _close(self, step: Step, exc: BaseException | None) -> None:
-        current = step.current
-        if current is not None:
-            step.close_attempt(current, exc if current.implicit else None)
-        outcome = step.final_outcome(exc)
-        if step.run is not None:
-            step.run.last_step_outcome = outcome
-        step.span.set_attributes({sc.STEP_OUTCOME: outcome.value, sc.STEP_ATTEMPTS: step.attempts})
-        if exc is None and outcome not in (sc.StepOutcome.TOOL_CALL, sc.StepOutcome.FINAL_ANSWER):
-            mark_error(step.span, outcome.value, f"step {step.index} ended {outcome.value}")
-        end_span(step.tel, step.span, exc)
+        finish_step(step, exc)
+
+
+def finish_step(step: Step, exc: BaseException | None) -> None:
+    """End a step's open attempt, then the step, with its outcome (from its last attempt)."""
+    current = step.current
+    if current is not None:
+        step.close_attempt(current, exc if current.implicit else None)
+    outcome = step.final_outcome(exc)
+    if step.run is not None:
+        step.run.last_step_outcome = outcome
+    step.span.set_attributes({sc.STEP_OUTCOME: outcome.value, sc.STEP_ATTEMPTS: step.attempts})
+    if exc is None and outcome not in (sc.StepOutcome.TOOL_CALL, sc.StepOutcome.FINAL_ANSWER):
+        mark_error(step.span, outcome.value, f"step {step.index} ended {outcome.value}")
+    end_span(step.tel, step.span, exc)
+
+
+def open_step(tel: Telemetry, run: AgentRun | None, index: int | None = None) -> Step:
+    """Start a step span under `run` (a root span outside a run), numbered per run."""
+    n = run.next_step_index() if run is not None else 1
+    if index is not None:
+        n = index
+    parent = trace.set_span_in_context(run.span) if run is not None else None
+    span = start_span(tel, sc.Segment.STEP, sc.step_span_name(n), {sc.STEP_INDEX: n}, parent=parent)
+    return Step(tel, run, span, n)
 
 
 class attempt_span(Scope[Attempt]):  # noqa: N801
@@ -205,3 +237,51 @@ def current_step() -> Step | None:
     if isinstance(frame, Attempt):
         return frame.step
     return frame if isinstance(frame, Step) else None
+
+
+# Attempt outcomes after which a `turn_span` leaves its step open: the model's mistake (or a call
+# that failed) is retried by the loop's next turn, which is the same decision tried again.
+_RETRIED = frozenset({sc.AttemptOutcome.PARSE_ERROR, sc.AttemptOutcome.VALIDATION_ERROR, sc.AttemptOutcome.TOOL_ERROR,
+                      sc.AttemptOutcome.TIMEOUT, sc.AttemptOutcome.ERROR})
+
+
+class turn_span(Scope[Attempt]):  # noqa: N801
+    """One turn of an agent's own loop, for loops whose retry is simply their next turn.
+
+    Each turn is an attempt (`attempt {i}`, current inside the block, so spans of other
+    instrumentations nest in it too). A turn that ends with a decision (a valid or executed tool
+    call, a final answer, or nothing that failed) ends its step (`agent_step {n}`); a turn whose
+    parse, validation, tool or model call failed leaves the step open, and the next turn of the
+    same run is that step's next attempt. So a loop that feeds a tool's error back to the model
+    gets one step with two attempts, not two steps. The run's end closes a step left open (its
+    outcome is then the last attempt's failure). An exception leaving the block ends the step.
+    Outside an `agent_span` every turn is a step of its own.
+    """
+
+    def __init__(self, *, telemetry: Telemetry | None = None) -> None:
+        super().__init__(telemetry=telemetry)
+        self.telemetry = telemetry
+
+    def _open(self) -> tuple[Attempt, Telemetry, Span, Frame | None]:
+        frame = current_frame()
+        run = _enclosing_run(frame)
+        tel = self.telemetry or frame_telemetry(frame) or get_telemetry()
+        step = None
+        if run is not None:
+            with run._lock:
+                step, run.open_step = run.open_step, None
+        if step is None:
+            step = open_step(tel, run)
+        attempt = step.open_attempt(implicit=False)
+        return attempt, step.tel, attempt.span, attempt
+
+    def _close(self, attempt: Attempt, exc: BaseException | None) -> None:
+        step = attempt.step
+        step.close_attempt(attempt, exc)
+        run = step.run
+        if exc is None and run is not None and attempt.outcome in _RETRIED:
+            with run._lock:
+                if run.open_step is None:
+                    run.open_step = step
+                    return
+        finish_step(step, exc)
