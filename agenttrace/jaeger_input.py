@@ -90,6 +90,7 @@ def _span(s: dict[str, Any], resources: dict[str, dict[str, Any]], source: str) 
     code = str(tags.get("otel.status_code", "")).upper()
     status = code if code in ("OK", "ERROR") else ("ERROR" if tags.get("error") is True else "UNSET")
     message = str(tags.get("otel.status_description", ""))
+    scope = str(tags.get("otel.scope.name") or tags.get("otel.library.name") or "")
     for key in _SPAN_FIELD_TAGS & tags.keys():
         del tags[key]
     events = []
@@ -117,6 +118,7 @@ def _span(s: dict[str, Any], resources: dict[str, dict[str, Any]], source: str) 
         resource=resource,
         links=links or (),
         source=source,
+        scope=sys.intern(scope),
     )
 
 

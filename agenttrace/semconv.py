@@ -12,10 +12,12 @@ from typing import Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
 from opentelemetry.semconv._incubating.attributes.host_attributes import HOST_NAME
+from opentelemetry.semconv._incubating.metrics import gen_ai_metrics as _gen_ai_metrics
 from opentelemetry.semconv._incubating.attributes.process_attributes import PROCESS_PID
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.semconv.attributes.server_attributes import SERVER_ADDRESS, SERVER_PORT
 from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME, SERVICE_VERSION
+from opentelemetry.semconv.schemas import Schemas
 
 class Segment(StrEnum):
     """Where a span's self time is charged (`agenttrace.segment`)."""
@@ -34,6 +36,10 @@ class Segment(StrEnum):
     MEMORY = "memory"
     COMPACTION = "compaction"
     DELEGATION = "delegation"
+    # Not in SPANS.md: time a remote model server held the request before scheduling it (a vLLM
+    # server's `gen_ai.latency.time_in_queue`), so a remote generation splits into network,
+    # queue, prefill and decode.
+    QUEUE = "queue"
 
 
 class TaskOutcome(StrEnum):
@@ -78,6 +84,9 @@ BENCH_REPEAT: Final = "agenttrace.bench.repeat"
 # --- GenAI conventions ---------------------------------------------------------------------
 GEN_AI_OPERATION_NAME: Final = _gen_ai.GEN_AI_OPERATION_NAME
 GEN_AI_AGENT_NAME: Final = _gen_ai.GEN_AI_AGENT_NAME
+GEN_AI_AGENT_ID: Final = _gen_ai.GEN_AI_AGENT_ID
+GEN_AI_AGENT_DESCRIPTION: Final = _gen_ai.GEN_AI_AGENT_DESCRIPTION
+GEN_AI_CONVERSATION_ID: Final = _gen_ai.GEN_AI_CONVERSATION_ID
 GEN_AI_PROVIDER_NAME: Final = _gen_ai.GEN_AI_PROVIDER_NAME
 GEN_AI_REQUEST_MODEL: Final = _gen_ai.GEN_AI_REQUEST_MODEL
 GEN_AI_REQUEST_MAX_TOKENS: Final = _gen_ai.GEN_AI_REQUEST_MAX_TOKENS
@@ -92,6 +101,10 @@ GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = _gen_ai.GEN_AI_RESPONSE_TIME_TO_FIR
 GEN_AI_TOOL_NAME: Final = _gen_ai.GEN_AI_TOOL_NAME
 GEN_AI_TOOL_CALL_ID: Final = _gen_ai.GEN_AI_TOOL_CALL_ID
 GEN_AI_TOOL_TYPE: Final = _gen_ai.GEN_AI_TOOL_TYPE
+GEN_AI_TOOL_DESCRIPTION: Final = _gen_ai.GEN_AI_TOOL_DESCRIPTION
+GEN_AI_TOKEN_TYPE: Final = _gen_ai.GEN_AI_TOKEN_TYPE
+TOKEN_TYPE_INPUT: Final = _gen_ai.GenAiTokenTypeValues.INPUT.value
+TOKEN_TYPE_OUTPUT: Final = _gen_ai.GenAiTokenTypeValues.OUTPUT.value
 ERROR_TYPE: Final = ERROR_TYPE
 SERVER_ADDRESS: Final = SERVER_ADDRESS
 SERVER_PORT: Final = SERVER_PORT
@@ -104,6 +117,15 @@ GEN_AI_INPUT_MESSAGES: Final = _gen_ai.GEN_AI_INPUT_MESSAGES
 GEN_AI_OUTPUT_MESSAGES: Final = _gen_ai.GEN_AI_OUTPUT_MESSAGES
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = _gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS
 GEN_AI_TOOL_CALL_RESULT: Final = _gen_ai.GEN_AI_TOOL_CALL_RESULT
+
+# The semantic-conventions version our span and attribute names follow: the newest schema of the
+# installed `opentelemetry-semantic-conventions` (0.66b2), set as the instrumentation scope's
+# schema URL. A test checks it is still the newest after an upgrade of that package.
+SCHEMA_URL: Final = Schemas.V1_44_0.value
+
+# --- GenAI client metrics (opt-in; see agenttrace.telemetry.metrics) ---------------------------
+METRIC_OPERATION_DURATION: Final = _gen_ai_metrics.GEN_AI_CLIENT_OPERATION_DURATION
+METRIC_TOKEN_USAGE: Final = _gen_ai_metrics.GEN_AI_CLIENT_TOKEN_USAGE
 
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_CHAT: Final = "chat"
@@ -141,6 +163,12 @@ COMPACTION_TOKENS_AFTER: Final = "agenttrace.compaction.tokens_after"
 # span that marks the decision moment (validation or parse) when the task states one. Lets reports
 # compute time to correct action from the trace alone without recording argument content.
 DECISION_CORRECT: Final = "agenttrace.decision.correct"
+# Not in SPANS.md, written only by the report's reading of other instrumentations' traces
+# (agenttrace.traces), never into a trace file: what was inferred about a span (a tuple of figure
+# names, e.g. ("steps", "retries")), and on a generation whose reply was then acted on without
+# error, which decision it made (`tool_call` or `final_answer`): its end is the decision moment.
+INFERRED: Final = "agenttrace.inferred"
+INFERRED_DECISION: Final = "agenttrace.inferred.decision"
 
 # Not in SPANS.md, on generation spans recorded by the wrappers: how many tool calls the response
 # carried and their names (names are not content, so they are recorded without opt-in); whether
@@ -178,6 +206,48 @@ ROUND_ACCEPTED: Final = "accepted"
 ROUND_DRAFT_S: Final = "draft_s"
 ROUND_VERIFY_S: Final = "verify_s"
 
+# --- other instrumentations' names (read only; agenttrace.traces.conventions) ----------------------
+# The GenAI conventions before v1.37 / v1.27 (what the official instrumentations write by default).
+GEN_AI_SYSTEM: Final = _gen_ai.GEN_AI_SYSTEM
+GEN_AI_USAGE_PROMPT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_PROMPT_TOKENS
+GEN_AI_USAGE_COMPLETION_TOKENS: Final = _gen_ai.GEN_AI_USAGE_COMPLETION_TOKENS
+GEN_AI_OPS_GENERATION: Final = frozenset({"chat", "text_completion", "generate_content"})
+GEN_AI_OPS_MEMORY: Final = frozenset({"search_memory", "create_memory", "update_memory", "upsert_memory",
+                                      "delete_memory", "retrieval"})
+OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
+# OpenInference (Arize): the span kind and the keys of LLM, tool and agent spans.
+OI_SPAN_KIND: Final = "openinference.span.kind"
+OI_LLM_MODEL_NAME: Final = "llm.model_name"
+OI_LLM_PROVIDER: Final = "llm.provider"
+OI_LLM_SYSTEM: Final = "llm.system"
+OI_LLM_TOKENS_PROMPT: Final = "llm.token_count.prompt"
+OI_LLM_TOKENS_COMPLETION: Final = "llm.token_count.completion"
+OI_TOOL_NAME: Final = "tool.name"
+OI_TOOL_ID: Final = "tool.id"
+OI_TOOL_CALL_ID: Final = "tool_call.id"
+OI_AGENT_NAME: Final = "agent.name"
+OI_SESSION_ID: Final = "session.id"
+# OpenLLMetry (traceloop): decorator spans and the LLM spans of its instrumentations.
+TL_SPAN_KIND: Final = "traceloop.span.kind"
+TL_ENTITY_NAME: Final = "traceloop.entity.name"
+TL_WORKFLOW_NAME: Final = "traceloop.workflow.name"
+TL_LLM_REQUEST_TYPE: Final = "llm.request.type"
+TL_LLM_USAGE_TOTAL_TOKENS: Final = "llm.usage.total_tokens"
+# pydantic-ai's native instrumentation (logfire-style spans)
+PAI_AGENT_NAME: Final = "agent_name"
+PAI_LOGFIRE_MSG: Final = "logfire.msg"
+PAI_FINAL_RESULT: Final = "final_result"
+# vLLM's server-side `llm_request` span (vllm/tracing, output_processor.do_tracing)
+VLLM_SPAN_NAME: Final = "llm_request"
+VLLM_TIME_IN_QUEUE: Final = "gen_ai.latency.time_in_queue"
+VLLM_TIME_TO_FIRST_TOKEN: Final = "gen_ai.latency.time_to_first_token"
+VLLM_TIME_IN_PREFILL: Final = "gen_ai.latency.time_in_model_prefill"
+VLLM_TIME_IN_DECODE: Final = "gen_ai.latency.time_in_model_decode"
+VLLM_E2E: Final = "gen_ai.latency.e2e"
+VLLM_REQUEST_ID: Final = "gen_ai.request.id"
+# HTTP / database / RPC client spans (the OTel client conventions; old and new HTTP names)
+CLIENT_CALL_KEYS: Final = ("http.request.method", "http.method", "db.system", "db.system.name", "rpc.system")
+
 # --- span names ------------------------------------------------------------------------------
 SPAN_PREFILL: Final = "prefill"
 SPAN_DRAFT: Final = "speculate.draft"
@@ -198,8 +268,8 @@ def attempt_span_name(index: int) -> str:
     return f"attempt {index}"
 
 
-def generation_span_name(model: str, operation: str = OP_CHAT) -> str:
-    return f"{operation} {model}"
+def generation_span_name(model: str | None, operation: str = OP_CHAT) -> str:
+    return f"{operation} {model}" if model else operation
 
 
 def memory_span_name(operation: str) -> str:

@@ -36,6 +36,8 @@ MAX_PROBLEMS_PER_FILE = 20
 # size we try reading it whole.
 MAX_WHOLE_FILE_BYTES = 256 * 1024 * 1024
 _intern = sys.intern
+# OTLP/JSON documents of the other signals, skipped without complaint when met among trace files.
+_OTHER_SIGNALS = ("resourceMetrics", "resource_metrics", "resourceLogs", "resource_logs")
 
 
 class EventRecord:
@@ -90,6 +92,7 @@ class SpanRecord:
     resource: dict[str, Any] = field(default_factory=dict)  # shared by the spans of one request
     links: Sequence[tuple[str, str]] = field(default_factory=list)  # (trace_id, span_id)
     source: str = ""  # "file:line" it came from, for messages
+    scope: str = ""  # the instrumentation scope's name (which library wrote it), "" if unknown
 
     @property
     def segment(self) -> str | None:
@@ -227,6 +230,8 @@ def spans_from_request(request: dict[str, Any], source: str) -> Iterator[SpanRec
     for rs in _get(request, "resourceSpans", "resource_spans", []) or []:
         resource = decode_attributes((rs.get("resource") or {}).get("attributes"))
         for ss in _get(rs, "scopeSpans", "scope_spans", []) or []:
+            scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
+            scope_name = _short(str(scope.get("name") or "")) if isinstance(scope, dict) else ""
             for s in ss.get("spans", []) or []:
                 st = s.get("status")
                 status, message = _status(st) if st else ("UNSET", "")
@@ -255,6 +260,7 @@ def spans_from_request(request: dict[str, Any], source: str) -> Iterator[SpanRec
                     if links
                     else (),
                     source,
+                    scope_name,
                 )
 
 
@@ -263,6 +269,8 @@ def spans_from_document(doc: Any, source: str, problems: list[str]) -> list[Span
     traces, or a query-API response). Raises ValueError for anything else."""
     if isinstance(doc, dict) and ("resourceSpans" in doc or "resource_spans" in doc):
         return list(spans_from_request(doc, source))  # all of a line, or none
+    if isinstance(doc, dict) and any(k in doc for k in _OTHER_SIGNALS):
+        return []  # OTLP metrics or logs (e.g. the GenAI metrics written beside a trace): no spans
     from agenttrace.jaeger_input import is_jaeger_document, spans_from_jaeger
 
     if is_jaeger_document(doc):

@@ -14,7 +14,7 @@ from agenttrace.report.model import SEGMENT_FIELDS, Comparison, TaskFigures, Wha
 
 COLORS = {
     "prefill": "#4e79a7", "draft": "#f28e2b", "verify": "#e15759", "generation": "#76b7b2", "parse": "#59a14f",
-    "validation": "#edc948", "tool": "#b07aa1", "network": "#ff9da7", "memory": "#9c755f", "compaction": "#bab0ac",
+    "validation": "#edc948", "tool": "#b07aa1", "network": "#ff9da7", "queue": "#f1ce63", "memory": "#9c755f", "compaction": "#bab0ac",
     "delegation": "#8cd17d", "other": "#d4d4d4", "agent": "#cfcfcf", "step": "#e3e3e3", "attempt": "#ececec",
 }
 VERDICT_COLORS = {"gain": "#2e7d32", "regression": "#c62828", "noise": "#757575", "n/a": "#bdbdbd"}

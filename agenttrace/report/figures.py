@@ -9,12 +9,16 @@ file) still make a task, marked partial. Run-level aggregation lives in `runs.py
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
 from agenttrace.report.model import (
     SEGMENT_FIELDS,
+    ConventionFigures,
     GenerationFigures,
+    InputFigures,
+    LeftOutFigures,
     PathSectionFigures,
     Report,
     StepFigures,
@@ -23,13 +27,19 @@ from agenttrace.report.model import (
     lean,
 )
 from agenttrace.report.segments import Breakdown, breakdowns, sum_segments
-from agenttrace.report.spec import AcceptanceStats, acceptance_stats, aggregate, generation_figures
+from agenttrace.report.spec import AcceptanceStats, acceptance_stats, aggregate, generation_figures, server_side
 from agenttrace.report.tree import SpanTree, critical_path
+from agenttrace.traces import Reading, normalise, structure
+from agenttrace.traces.remote import NETWORK_SPLIT
 from agenttrace.tracedata import LoadResult, SpanRecord, load_spans
 
 NS = 1e9
 _OK = sc.AttemptOutcome.OK.value
 _OTHER = SEGMENT_FIELDS.index("other")
+# Segments that no span of the other instrumentations records (they time model calls and tools
+# whole): in a task whose steps were inferred from their spans, a 0 there means unknown.
+_UNRECORDED = ("prefill", "draft", "verify", "parse", "validation")
+_STEPS_INFERRED = structure.STEPS
 _TOOLTIP_KEYS = (sc.GEN_AI_TOOL_NAME, sc.STEP_OUTCOME, sc.ATTEMPT_OUTCOME, sc.SPEC_METHOD, sc.GEN_AI_USAGE_OUTPUT_TOKENS,
                  sc.ERROR_TYPE, sc.PARSE_RESULT)
 
@@ -43,24 +53,44 @@ class TaskAnalysis:
 
 
 def _decision_end(span: SpanRecord) -> int | None:
-    """The moment `span` made a valid decision, if it is a decision span (SPANS.md, TTVTC)."""
+    """The moment `span` made a valid decision, if it is a decision span (SPANS.md, TTVTC): a
+    validation that held, the parse of a final answer, or (traces of other instrumentations,
+    agenttrace.traces) a generation whose reply was then acted on without error."""
     seg = span.segment
     if seg == sc.Segment.VALIDATION and span.attributes.get(sc.VALIDATION_OK) is True:
         return span.end_ns
     if seg == sc.Segment.PARSE and span.attributes.get(sc.PARSE_RESULT) == "final_answer":
         return span.end_ns
+    if seg == sc.Segment.GENERATION and sc.INFERRED_DECISION in span.attributes:
+        return span.end_ns
     return None
 
 
+def _decision_spans(tree: SpanTree, span: SpanRecord) -> Iterator[SpanRecord]:
+    """The span and its descendants, depth first, not descending into generations: what a model
+    server recorded inside a generation (its own parse of the reply) is not the agent's decision."""
+    stack = [span]
+    while stack:
+        s = stack.pop()
+        yield s
+        if s.segment != sc.Segment.GENERATION:
+            stack.extend(reversed(tree.kids(s)))
+
+
 def _attempt_valid(tree: SpanTree, attempt: SpanRecord) -> bool:
-    """Parse and (for a tool call) validation succeeded in this attempt."""
-    parse_ok, validation = False, None
-    for s in tree.walk(attempt):
+    """Parse and (for a tool call) validation succeeded in this attempt. An attempt without a
+    parse span (a wrapped agent that validates the OpenAI tool call it got) is valid when its
+    validation held; one with neither (inferred from another instrumentation's spans) when its
+    outcome is ok."""
+    parse, validation = None, None
+    for s in _decision_spans(tree, attempt):
         if s.segment == sc.Segment.PARSE:
-            parse_ok = s.attributes.get(sc.PARSE_OK) is True
+            parse = s.attributes.get(sc.PARSE_OK) is True
         elif s.segment == sc.Segment.VALIDATION:
             validation = s.attributes.get(sc.VALIDATION_OK) is True
-    return parse_ok and validation is not False
+    if parse is None and validation is None:
+        return attempt.attributes.get(sc.ATTEMPT_OUTCOME) == _OK
+    return parse is not False and validation is not False
 
 
 @dataclass(slots=True)
@@ -82,9 +112,12 @@ def _scan_step(tree: SpanTree, step: SpanRecord, index: int, task_start: int,
         if seg == sc.Segment.ATTEMPT:
             attempt = int(s.attributes.get(sc.ATTEMPT_INDEX) or 0)
         elif seg == sc.Segment.GENERATION:
-            g = generation_figures(tree, s, index, attempt, task_start)
+            # One model call, however many ends recorded it: a model server's own span under the
+            # caller's is the same generation, and its speculation figures are the call's.
+            served = server_side(tree, s)
+            g = generation_figures(tree, s, index, attempt, task_start, served)
             scan.generations.append(g)
-            acceptance.append((g.method, acceptance_stats(tree, s)))
+            acceptance.append((g.method, acceptance_stats(tree, served)))
         elif seg == sc.Segment.PARSE and s.attributes.get(sc.PARSE_OK) is True:
             scan.parse_ok_ends.append(s.end_ns)
         end = _decision_end(s)
@@ -94,7 +127,8 @@ def _scan_step(tree: SpanTree, step: SpanRecord, index: int, task_start: int,
                 scan.marks_correct = True
             if s.attributes.get(sc.DECISION_CORRECT) is True:
                 scan.correct.append(end)
-        stack.extend((k, attempt) for k in reversed(tree.kids(s)))
+        if seg != sc.Segment.GENERATION:  # see _decision_spans
+            stack.extend((k, attempt) for k in reversed(tree.kids(s)))
     scan.generations.sort(key=lambda g: g.start_s)
     if not scan.moments and step.attributes.get(sc.STEP_OUTCOME) == sc.StepOutcome.FINAL_ANSWER and scan.parse_ok_ends:
         # Traces from tools that do not write agenttrace.parse.result: a step that ended in a final
@@ -139,6 +173,7 @@ def step_figures(tree: SpanTree, step: SpanRecord, task_start: int, memo: dict[i
         overlap_segments=b.overlap_segments(),
         time_to_correct_action_s=(correct - step.start_ns) / NS if correct is not None else None,
         generations=scan.generations,
+        inferred=sc.INFERRED in step.attributes,
     ))
     return figures, scan
 
@@ -184,6 +219,9 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
     valid = len(moments)
     a = root.attributes if not partial else {}
     overlap = sum(b.overlap_ns) / NS
+    segments = b.segments()
+    inferred = a.get(sc.INFERRED)
+    inferred = [str(x) for x in inferred] if isinstance(inferred, (list, tuple)) else []
     figures = lean(TaskFigures(
         trace_id=root.trace_id,
         task_id=str(a.get(sc.TASK_ID, root.span_id if not partial else f"{root.trace_id[:12]} (partial)")),
@@ -199,7 +237,7 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
         decision_throughput=valid / wall if wall > 0 else 0.0,
         attempts=len(attempts),
         valid_attempts=sum(_attempt_valid(tree, at) for at in attempts),
-        segments=b.segments(),
+        segments=segments,
         retry_s=sum(f.retry_s for f in step_figs),
         retry_segments=retry,
         speculation=aggregate(g for f in step_figs for g in f.generations),
@@ -208,6 +246,8 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
         overlap_segments=b.overlap_segments(),
         partial=partial,
         expects_correct_action=marks,
+        inferred=inferred,
+        absent=[f for f in _UNRECORDED if not getattr(segments, f)] if _STEPS_INFERRED in inferred else [],
     ))
     if not partial and (overlap > 0 or waterfall):
         figures.critical_path = [
@@ -263,14 +303,30 @@ def build_report(spans: list[SpanRecord], sources: list[str], problems: list[str
     whole, and the speculation what-if. `waterfalls`: how many tasks keep their spans for charts."""
     from agenttrace.report.runs import assemble_report
 
-    tree = SpanTree(spans)
+    normalised = normalise(spans)
+    tree = SpanTree(normalised.spans)
     tasks = analyse(tree, waterfalls=waterfalls)
     partial = sum(t.figures.partial for t in tasks)
-    notes = list(tree.problems)
+    notes = [*normalised.problems, *tree.problems]
     if partial:
         notes.append(f"{partial} task(s) have no agent span (a truncated file?): built from their step spans, "
                      "marked partial and left out of task-level rates and distributions")
-    return assemble_report(tasks, sources, [*problems, *notes])
+    report = assemble_report(tasks, sources, [*problems, *notes])
+    report.inputs = [input_figures(r) for r in normalised.readings]
+    return report
+
+
+def input_figures(reading: Reading) -> InputFigures:
+    """What the report saw in one input, as the JSON carries it."""
+    return InputFigures(
+        source=reading.source,
+        spans=reading.spans,
+        conventions=[ConventionFigures(name=c.name, spans=c.spans, segments=dict(sorted(c.segments.items())),
+                                       variants=sorted(c.variants)) for c in reading.conventions.values()],
+        left_out=[LeftOutFigures(convention=lo.convention, reason=lo.reason, spans=lo.count, names=lo.names)
+                  for lo in reading.left_out.values()],
+        inferred=[f for f in structure.INFERRED_FIGURES + (NETWORK_SPLIT,) if f in reading.inferred],
+    )
 
 
 def report_from_files(paths: list[str], *, waterfalls: int = 0) -> Report:

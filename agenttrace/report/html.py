@@ -12,7 +12,8 @@ from __future__ import annotations
 from agenttrace.report import charts
 from agenttrace.report.charts import esc
 from agenttrace.report.model import Comparison, Report, TaskFigures
-from agenttrace.report.terminal import _summary_rows, ms
+from agenttrace.report.seen import input_lines, no_tasks_message
+from agenttrace.report.terminal import _summary_rows, ms, task_notes
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1180px}
@@ -44,6 +45,25 @@ def _summary(report: Report) -> str:
     rows = "".join(f"<tr><td>{esc(name)}</td>" + "".join(f"<td>{esc(col[i][1])}</td>" for col in columns) + "</tr>"
                    for i, (name, _) in enumerate(columns[0]))
     return f'<table class="summary"><tr><th>figure</th>{head}</tr>{rows}</table>'
+
+
+def _inputs(report: Report) -> str:
+    rows = []
+    for inp in report.inputs:
+        lines = input_lines(inp)
+        cells = [lines.source, "<br>".join(map(esc, lines.recognised)) or "-", "<br>".join(map(esc, lines.left_out)) or "-",
+                 esc(lines.inferred or "-")]
+        rows.append(f"<tr><td>{esc(cells[0])}</td>" + "".join(f"<td style=\"text-align:left\">{c}</td>" for c in cells[1:])
+                    + "</tr>")
+    head = "<tr><th>input</th><th>recognised (spans mapped per segment)</th><th>left out</th><th>inferred</th></tr>"
+    empty = f'<p class="note">{esc(no_tasks_message(report))}</p>' if not report.tasks else ""
+    return f'<table class="inputs">{head}{"".join(rows)}</table>{empty}'
+
+
+def _inferred(report: Report) -> str:
+    """Per task: what was inferred rather than recorded, and which segments its trace cannot show."""
+    items = "".join(f"<li>task {esc(t.task_id)}: {esc('; '.join(task_notes(t)))}</li>" for t in report.tasks if task_notes(t))
+    return f'<ul class="inferred">{items}</ul>' if items else ""
 
 
 def _task_option(i: int, t: TaskFigures) -> str:
@@ -121,6 +141,7 @@ def report_html(report: Report, comparison: Comparison | None = None) -> str:
 
             comparison = compare_labels(report, labels[0], labels[1])
     sections = [
+        ("What was read", _inputs(report) + _inferred(report)),
         ("Summary", _summary(report)),
         ("Waterfall of one task", _waterfalls(report)),
         ("Where the time went, step by step",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from agenttrace.report.model import SEGMENT_FIELDS, Comparison, Distribution, Report, TaskFigures, WhatIf
-from agenttrace.report.terminal import _HEADERS, _summary_rows, ms, spec_line
+from agenttrace.report.seen import input_lines, no_tasks_message
+from agenttrace.report.terminal import _HEADERS, _summary_rows, ms, spec_line, step_label, task_notes
 
 
 def _cell(text: object) -> str:
@@ -19,18 +20,33 @@ def _table(header: list[str], rows: list[list[str]], right_from: int = 1) -> lis
 
 
 def _task(task: TaskFigures) -> list[str]:
-    cols = [f for f in SEGMENT_FIELDS if getattr(task.segments, f) > 0]
+    cols = [f for f in SEGMENT_FIELDS if getattr(task.segments, f) > 0 or f in task.absent]
     title = f"### task {task.task_id}" + (f" [{task.run_label}]" if task.run_label else "")
-    lines = [title, "", f"{task.outcome}, {task.wall_s:.2f} s, time to valid tool call {ms(task.ttvtc_s)} ms"
+    lines = [_cell(title), "", _cell(f"{task.outcome}, {task.wall_s:.2f} s"
+             + (f", time to valid tool call {ms(task.ttvtc_s)} ms" if task.ttvtc_s is not None else "")
              + (f", correct action {ms(task.time_to_correct_action_s)} ms" if task.time_to_correct_action_s is not None else "")
              + (f", {ms(task.overlap_s)} ms in parallel off the critical path" if task.overlap_s > 0 else "")
-             + (" (partial: agent span missing)" if task.partial else ""), ""]
+             + (" (partial: agent span missing)" if task.partial else "")), ""]
     header = ["step", "outcome", "attempts", "wall ms", "TTVTC ms", *(f"{_HEADERS.get(c, c)} ms" for c in cols), "retry ms"]
-    rows = [[str(s.index), s.outcome, str(s.attempts), ms(s.wall_s), ms(s.ttvtc_s),
-             *(ms(getattr(s.segments, c)) for c in cols), ms(s.retry_s)] for s in task.steps]
+
+    def seg(segs, c: str) -> str:
+        return "n/a" if c in task.absent else ms(getattr(segs, c))
+
+    rows = [[step_label(s), s.outcome, str(s.attempts), ms(s.wall_s), ms(s.ttvtc_s),
+             *(seg(s.segments, c) for c in cols), ms(s.retry_s)] for s in task.steps]
     rows.append(["task", task.outcome, str(task.attempts), ms(task.wall_s), ms(task.ttvtc_s),
-                 *(ms(getattr(task.segments, c)) for c in cols), ms(task.retry_s)])
-    return [*lines, *_table(header, rows, right_from=2), "", spec_line(task.speculation), ""]
+                 *(seg(task.segments, c) for c in cols), ms(task.retry_s)])
+    notes = [f"- {_cell(n)}" for n in task_notes(task)]
+    return [*lines, *_table(header, rows, right_from=2), "", spec_line(task.speculation), *([""] + notes if notes else []), ""]
+
+
+def _inputs(report: Report) -> list[str]:
+    out = ["## What was read", ""]
+    rows = []
+    for inp in report.inputs:
+        lines = input_lines(inp)
+        rows.append([lines.source, "; ".join(lines.recognised) or "-", "; ".join(lines.left_out) or "-", lines.inferred or "-"])
+    return [*out, *_table(["input", "recognised (spans mapped per segment)", "left out", "inferred"], rows, right_from=99), ""]
 
 
 def _whatif(ws: list[WhatIf]) -> list[str]:
@@ -59,6 +75,10 @@ def report_markdown(report: Report, *, tasks: bool = True) -> str:
     """The whole report: per-task step tables (unless `tasks` is False), the run summary (one
     column per run label), the what-if, and the problems met while reading."""
     out = ["# agenttrace report", "", "Sources: " + ", ".join(f"`{_cell(s)}`" for s in report.sources), ""]
+    if report.inputs:
+        out += _inputs(report)
+    if not report.tasks:
+        out += [_cell(no_tasks_message(report)), ""]
     if tasks:
         out += ["## Tasks", ""]
         for t in report.tasks:

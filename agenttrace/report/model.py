@@ -31,6 +31,7 @@ SEGMENT_FIELDS = (
     "validation",
     "tool",
     "network",
+    "queue",
     "memory",
     "compaction",
     "delegation",
@@ -50,6 +51,7 @@ class SegmentTimes(BaseModel):
     validation: float = 0.0
     tool: float = 0.0
     network: float = 0.0
+    queue: float = 0.0  # a remote model server's queue (vLLM's time_in_queue)
     memory: float = 0.0
     compaction: float = 0.0
     delegation: float = 0.0
@@ -175,6 +177,8 @@ class StepFigures(BaseModel):
     time_to_correct_action_s: float | None = Field(
         None, description="step start -> first decision marked agenttrace.decision.correct=true in this step")
     generations: list[GenerationFigures] = Field(default_factory=list)
+    inferred: bool = Field(False, description="this step and its attempts were inferred from another instrumentation's "
+                                              "spans (SPANS.md, Traces from other instrumentations)")
 
 
 class TaskFigures(BaseModel):
@@ -206,6 +210,10 @@ class TaskFigures(BaseModel):
     critical_path: list[PathSectionFigures] = Field(
         default_factory=list, description="the task's critical path, only where children overlap (else empty)")
     waterfall: list[WaterfallSpan] | None = Field(None, description="the task's spans, when asked for (HTML report)")
+    inferred: list[str] = Field(default_factory=list, description="the figures of this task that were inferred, not "
+                                "recorded (e.g. steps and attempts from another instrumentation's spans)")
+    absent: list[str] = Field(default_factory=list, description="segments this task's trace cannot show (no span of its "
+                              "instrumentation records them): their 0 means unknown, not none")
 
 
 class Distribution(BaseModel):
@@ -229,6 +237,7 @@ class SegmentDistributions(BaseModel):
     validation: Distribution
     tool: Distribution
     network: Distribution
+    queue: Distribution = Field(default_factory=lambda: Distribution(count=0))
     memory: Distribution
     compaction: Distribution
     delegation: Distribution
@@ -304,6 +313,34 @@ class WhatIf(BaseModel):
     measured_speedup_basis: str | None = None
 
 
+class ConventionFigures(BaseModel):
+    """One span convention recognised in one input."""
+
+    name: str = Field(description="agenttrace, OpenTelemetry GenAI, OpenInference, OpenLLMetry, pydantic-ai, vLLM server, ...")
+    spans: int
+    segments: dict[str, int] = Field(description="spans mapped to each segment")
+    variants: list[str] = Field(default_factory=list, description="attribute sets or versions of the convention seen")
+
+
+class LeftOutFigures(BaseModel):
+    """Spans of one input that were not mapped to a segment, for one reason."""
+
+    convention: str | None = Field(description="the convention that recognised them (None: none did)")
+    reason: str
+    spans: int
+    names: list[str] = Field(description="their span names (the first few distinct ones)")
+
+
+class InputFigures(BaseModel):
+    """What the report saw in one input (a file, or a Jaeger query)."""
+
+    source: str
+    spans: int
+    conventions: list[ConventionFigures]
+    left_out: list[LeftOutFigures] = Field(default_factory=list)
+    inferred: list[str] = Field(default_factory=list, description="figures inferred for this input's tasks")
+
+
 class Report(BaseModel):
     schema_version: int = 1
     sources: list[str]
@@ -312,6 +349,8 @@ class Report(BaseModel):
     tasks: list[TaskFigures]
     by_label: list[RunFigures] = Field(default_factory=list, description="the run figures per agenttrace.run.label")
     whatif: list[WhatIf] = Field(default_factory=list, description="speculation what-if per label and drafter")
+    inputs: list[InputFigures] = Field(default_factory=list, description="per input: the conventions recognised, "
+                                       "spans mapped per segment, spans left out and why, figures inferred")
 
 
 class FigureComparison(BaseModel):

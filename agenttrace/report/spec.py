@@ -114,13 +114,31 @@ def acceptance_stats(tree: SpanTree, gen: SpanRecord) -> AcceptanceStats:
     return stats
 
 
-def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int, task_start: int) -> GenerationFigures:
-    """The figures of one generation span (SPANS.md, `agenttrace.spec.*`)."""
+def server_side(tree: SpanTree, gen: SpanRecord) -> SpanRecord:
+    """The model server's own span of a remote generation (a SERVER generation under the
+    caller's, joined through `traceparent`), else the generation itself."""
+    for c in tree.kids(gen):
+        if c.segment == sc.Segment.GENERATION and c.kind == "SERVER":
+            return c
+    return gen
+
+
+def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int, task_start: int,
+                       served: SpanRecord | None = None) -> GenerationFigures:
+    """The figures of one generation span (SPANS.md, `agenttrace.spec.*`). `served`: the model
+    server's span of the same call, whose prefill and speculation figures are the call's."""
     a = gen.attributes
     wall = gen.duration_ns / NS
+    served = served or gen
+    if served is not gen:  # the caller's span knows the request; the server's how it was served
+        a = {**served.attributes, **{k: v for k, v in a.items() if not k.startswith("agenttrace.spec.")}}
     prefill = _num(a, sc.SPEC_PREFILL_S)
+    prefills = [c for c in tree.kids(served) if c.segment == sc.Segment.PREFILL]
     if not prefill:
-        prefill = sum(c.duration_ns for c in tree.kids(gen) if c.segment == sc.Segment.PREFILL) / NS
+        prefill = sum(c.duration_ns for c in prefills) / NS
+    # Decode time per token needs the prefill's end; a call that records no prefill (a remote
+    # server seen from the client, another instrumentation) gives none rather than a guess.
+    knows_prefill = sc.SPEC_PREFILL_S in a or bool(prefills)
     out_tokens = int(_num(a, sc.GEN_AI_USAGE_OUTPUT_TOKENS))
     rounds = int(_num(a, sc.SPEC_ROUNDS))
     drafted = int(_num(a, sc.SPEC_DRAFT_TOKENS))
@@ -131,7 +149,7 @@ def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int,
         attempt=attempt,
         start_s=(gen.start_ns - task_start) / NS,
         wall_s=wall,
-        model=str(a[sc.GEN_AI_REQUEST_MODEL]) if a.get(sc.GEN_AI_REQUEST_MODEL) is not None else None,
+        model=_model(gen.attributes) or _model(a),
         method=str(a.get(sc.SPEC_METHOD) or "none"),
         num_speculative_tokens=int(_num(a, sc.SPEC_NUM_SPECULATIVE_TOKENS)),
         input_tokens=int(_num(a, sc.GEN_AI_USAGE_INPUT_TOKENS)),
@@ -145,10 +163,15 @@ def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int,
         acceptance_rate=accepted / drafted if drafted else None,
         mean_acceptance_length=1.0 + accepted / rounds if rounds else None,
         tokens_per_s=out_tokens / wall if wall > 0 else None,
-        decode_s_per_token=max(0.0, wall - prefill) / out_tokens if out_tokens else None,
+        decode_s_per_token=max(0.0, wall - prefill) / out_tokens if out_tokens and knows_prefill else None,
         fallback=bool(a.get(sc.SPEC_FALLBACK)),
         fallback_reason=str(reason) if reason is not None else None,
     ))
+
+
+def _model(a: dict) -> str | None:
+    model = a.get(sc.GEN_AI_REQUEST_MODEL) or a.get(sc.GEN_AI_RESPONSE_MODEL)
+    return str(model) if model is not None else None
 
 
 def aggregate(gens: Iterable[GenerationFigures]) -> SpecFigures:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from agenttrace.report.model import (
@@ -13,9 +14,11 @@ from agenttrace.report.model import (
     RunFigures,
     SegmentTimes,
     SpecFigures,
+    StepFigures,
     TaskFigures,
     WhatIf,
 )
+from agenttrace.report.seen import input_lines, no_tasks_message
 
 # Always shown (the issue's list); memory, compaction and delegation only when a task has them.
 _CORE = ("prefill", "draft", "verify", "generation", "parse", "validation", "tool", "network", "other")
@@ -44,8 +47,8 @@ def _columns(task: TaskFigures) -> list[str]:
     return [*_CORE[:-1], *extra, "other"]
 
 
-def _seg_cells(segs: SegmentTimes, cols: list[str]) -> list[str]:
-    return [ms(getattr(segs, c)) for c in cols]
+def _seg_cells(segs: SegmentTimes, cols: list[str], absent: list[str] = ()) -> list[str]:
+    return ["n/a" if c in absent else ms(getattr(segs, c)) for c in cols]
 
 
 def spec_line(spec: SpecFigures) -> str:
@@ -70,12 +73,19 @@ def task_table(task: TaskFigures) -> Table:
     cols = _columns(task)
     label = f" [{task.run_label}]" if task.run_label else ""
     partial = " (partial: agent span missing)" if task.partial else ""
-    title = f"task {task.task_id}{label}{partial}: {task.outcome}, {task.wall_s:.2f} s, TTVTC {ms(task.ttvtc_s)} ms"
+    title = f"task {task.task_id}{label}{partial}: {task.outcome}, {task.wall_s:.2f} s"
+    if task.ttvtc_s is not None:
+        title += f", TTVTC {ms(task.ttvtc_s)} ms"
     if task.time_to_correct_action_s is not None:
         title += f", correct action {ms(task.time_to_correct_action_s)} ms"
     if task.overlap_s > 0:
         title += f", {ms(task.overlap_s)} ms in parallel branches off the critical path"
-    table = Table(title=title, title_justify="left", caption=spec_line(task.speculation), caption_justify="left")
+    caption = spec_line(task.speculation)
+    notes = task_notes(task)
+    if notes:
+        caption += "\n" + "\n".join(notes)
+    # trace text is not markup: a run label "[speculative]" must show, not style
+    table = Table(title=escape(title), title_justify="left", caption=escape(caption), caption_justify="left")
     table.add_column("step", justify="right")
     table.add_column("outcome")
     table.add_column("att", justify="right")
@@ -86,15 +96,31 @@ def task_table(task: TaskFigures) -> Table:
     table.add_column("retry", justify="right")
     for s in task.steps:
         table.add_row(
-            str(s.index), s.outcome, str(s.attempts), ms(s.wall_s), ms(s.ttvtc_s), *_seg_cells(s.segments, cols),
-            ms(s.retry_s),
+            step_label(s), s.outcome, str(s.attempts), ms(s.wall_s), ms(s.ttvtc_s),
+            *_seg_cells(s.segments, cols, task.absent), ms(s.retry_s),
         )
     table.add_section()
     table.add_row(
-        "task", task.outcome, str(task.attempts), ms(task.wall_s), ms(task.ttvtc_s), *_seg_cells(task.segments, cols),
-        ms(task.retry_s), style="bold",
+        "task", task.outcome, str(task.attempts), ms(task.wall_s), ms(task.ttvtc_s),
+        *_seg_cells(task.segments, cols, task.absent), ms(task.retry_s), style="bold",
     )
     return table
+
+
+def step_label(step: StepFigures) -> str:
+    """The step's index, starred when the step was inferred (see `task_notes`)."""
+    return f"{step.index}*" if step.inferred else str(step.index)
+
+
+def task_notes(task: TaskFigures) -> list[str]:
+    """What the task's table cannot show as recorded: inferred figures and absent segments."""
+    notes = []
+    if task.inferred:
+        notes.append("inferred, not recorded: " + ", ".join(task.inferred)
+                     + (" (* steps inferred from the spans' order, SPANS.md)" if any(s.inferred for s in task.steps) else ""))
+    if task.absent:
+        notes.append("n/a: " + ", ".join(task.absent) + " (no span of this trace's instrumentation records them)")
+    return notes
 
 
 def _dist(d: Distribution) -> str:
@@ -145,6 +171,19 @@ def summary_table(report: Report) -> Table:
     columns = [_summary_rows(r) for r in runs]
     for i, (name, _) in enumerate(columns[0]):
         t.add_row(name, *(col[i][1] for col in columns))
+    return t
+
+
+def inputs_table(report: Report) -> Table:
+    """Per input: the conventions recognised (spans per segment), what was left out and why,
+    and what was inferred."""
+    t = Table(title="what was read", title_justify="left")
+    for col in ("input", "recognised (spans mapped per segment)", "left out", "inferred"):
+        t.add_column(col, overflow="fold")
+    for inp in report.inputs:
+        lines = input_lines(inp)
+        t.add_row(*(escape(x) for x in (lines.source, "\n".join(lines.recognised) or "-", "\n".join(lines.left_out) or "-",
+                                       lines.inferred or "-")))
     return t
 
 
@@ -201,8 +240,10 @@ def render_report(report: Report, console: Console | None = None, *, tasks: bool
     console = console or make_console()
     for problem in report.problems:
         console.print(f"[yellow]warning:[/] {problem}", highlight=False)
+    if report.inputs:
+        console.print(inputs_table(report))
     if not report.tasks:
-        console.print("No agent spans found (spans with agenttrace.segment=agent).")
+        console.print(no_tasks_message(report), highlight=False)
         return
     if tasks:
         for task in report.tasks:

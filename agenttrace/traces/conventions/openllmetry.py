@@ -1,0 +1,45 @@
+"""OpenLLMetry (traceloop): its decorators write `{name}.{kind}` spans with `traceloop.span.kind`
+(workflow, agent, task, tool) and `traceloop.entity.name`; its instrumentations write LLM spans
+named `{vendor}.{operation}` (`openai.chat`), which since 0.55 follow the GenAI conventions
+(before: `llm.request.type`, `gen_ai.system`, `gen_ai.usage.prompt_tokens`, `llm.usage.*`)."""
+
+from __future__ import annotations
+
+from agenttrace import semconv as sc
+from agenttrace.traces.conventions import SpanRole, first_text
+from agenttrace.traces.conventions.genai import generation_attributes
+from agenttrace.tracedata import SpanRecord
+
+NAME = "OpenLLMetry"
+_KINDS = {"workflow": sc.Segment.AGENT, "agent": sc.Segment.AGENT, "tool": sc.Segment.TOOL}
+_LEFT_OUT = {"task": "task: a grouping span; its children are mapped, its own time counts as other"}
+# Keys only traceloop's instrumentations write on their LLM spans.
+_LLM_MARKS = (sc.TL_LLM_REQUEST_TYPE, "gen_ai.is_streaming", "llm.is_streaming", "gen_ai.openai.api_base",
+              sc.TL_LLM_USAGE_TOTAL_TOKENS)
+_LLM_OPS = {"chat", "completion", "completions", "messages", "generate_content", "text_completion"}
+
+
+def _is_llm_span(span: SpanRecord) -> bool:
+    a = span.attributes
+    if any(k in a for k in _LLM_MARKS):
+        return True
+    vendor, _, op = span.name.partition(".")
+    return bool(vendor) and op in _LLM_OPS and span.scope.endswith(".v1")
+
+
+def role(span: SpanRecord) -> SpanRole | None:
+    a = span.attributes
+    kind = a.get(sc.TL_SPAN_KIND)
+    if isinstance(kind, str):
+        segment = _KINDS.get(kind)
+        if segment is None:
+            return SpanRole(NAME, None, _LEFT_OUT.get(kind) or f"unknown traceloop.span.kind {kind!r}")
+        name = first_text(a, sc.TL_ENTITY_NAME) or span.name.rsplit(".", 1)[0]
+        key = sc.GEN_AI_TOOL_NAME if segment == sc.Segment.TOOL else sc.GEN_AI_AGENT_NAME
+        return SpanRole(NAME, segment, attributes={key: name})
+    if not _is_llm_span(span):
+        return None
+    request_type = a.get(sc.TL_LLM_REQUEST_TYPE)
+    if request_type == "embedding" or span.name.endswith(".embeddings"):
+        return SpanRole(NAME, None, "embeddings: not a step of the agent loop (their time counts as other)")
+    return SpanRole(NAME, sc.Segment.GENERATION, variant="traceloop instrumentation", attributes=generation_attributes(a))

@@ -1,0 +1,197 @@
+"""Any trace onto our span tree: what the report computes its figures from.
+
+Our own spans carry `agenttrace.segment` and pass through untouched. Every other span is asked
+of the conventions (agenttrace.traces.conventions): a span they recognise becomes a copy with its
+segment and our attribute names added; one they recognise but cannot map, or none recognises,
+stays as it is (its own time counts as other) and is counted as left out, with the reason. Then,
+only where other instrumentations' spans are present: remote generations are split
+(traces/remote.py), foreign agents inside another agent become delegations, tasks are found for
+generations no agent span holds, and steps, attempts and decision moments are inferred
+(traces/structure.py). `Reading` says, per input, what was recognised, mapped and left out, and
+which figures were inferred: the report prints it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from agenttrace import semconv as sc
+from agenttrace.traces import structure
+from agenttrace.traces.conventions import AGENTTRACE, classify
+from agenttrace.traces.index import Key, SpanIndex, key_of
+from agenttrace.traces.remote import split_remote_generations
+from agenttrace.tracedata import SpanRecord
+
+__all__ = ["ConventionSeen", "Normalised", "Reading", "input_of", "normalise"]
+
+MAX_NAMES = 8  # distinct span names listed per left-out reason
+NO_CONVENTION = "no known convention: its own time counts as other"
+
+
+@dataclass
+class ConventionSeen:
+    """One convention in one input: spans recognised, mapped per segment, attribute sets seen."""
+
+    name: str
+    spans: int = 0
+    segments: Counter[str] = field(default_factory=Counter)
+    variants: set[str] = field(default_factory=set)
+
+
+@dataclass
+class LeftOut:
+    convention: str | None
+    reason: str
+    count: int = 0
+    names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reading:
+    """What the report saw in one input (a file, or a Jaeger query)."""
+
+    source: str
+    spans: int = 0
+    conventions: dict[str, ConventionSeen] = field(default_factory=dict)
+    left_out: dict[tuple[str | None, str], LeftOut] = field(default_factory=dict)
+    inferred: set[str] = field(default_factory=set)
+
+    def saw(self, convention: str, segment: str | None, variant: str = "") -> None:
+        seen = self.conventions.get(convention)
+        if seen is None:
+            seen = self.conventions[convention] = ConventionSeen(convention)
+        seen.spans += 1
+        if segment is not None:
+            seen.segments[segment] += 1
+        if variant:
+            seen.variants.add(variant)
+
+    def leave_out(self, convention: str | None, reason: str, name: str) -> None:
+        entry = self.left_out.get((convention, reason))
+        if entry is None:
+            entry = self.left_out[(convention, reason)] = LeftOut(convention, reason)
+        entry.count += 1
+        if name not in entry.names and len(entry.names) < MAX_NAMES:
+            entry.names.append(name)
+
+
+@dataclass
+class Normalised:
+    spans: list[SpanRecord]
+    readings: list[Reading]
+    problems: list[str]
+
+
+def input_of(span: SpanRecord) -> str:
+    """The input a span came from: its source without the `:line` suffix."""
+    head, sep, tail = span.source.rpartition(":")
+    return head if sep and tail.isdigit() else span.source
+
+
+def _map(spans: list[SpanRecord], readings: dict[str, Reading]) -> tuple[list[SpanRecord], set[Key]]:
+    out: list[SpanRecord] = []
+    foreign: set[Key] = set()
+    for s in spans:
+        source = input_of(s)
+        reading = readings.get(source)
+        if reading is None:
+            reading = readings[source] = Reading(source)
+        reading.spans += 1
+        segment = s.segment
+        if segment is not None:
+            reading.saw(AGENTTRACE, segment)
+            out.append(s)
+            continue
+        role = classify(s)
+        if role is None:
+            reading.leave_out(None, NO_CONVENTION, s.name)
+            out.append(s)
+            continue
+        reading.saw(role.convention, role.segment, role.variant)
+        if role.segment is None:
+            reading.leave_out(role.convention, role.reason, s.name)
+            out.append(s)
+            continue
+        attrs = {**role.attributes, **s.attributes, sc.SEGMENT: role.segment}
+        if sc.ERROR_TYPE in role.attributes:  # a failure kind the convention states more exactly
+            attrs[sc.ERROR_TYPE] = role.attributes[sc.ERROR_TYPE]
+        copy = SpanRecord(s.trace_id, s.span_id, s.parent_id, s.name, s.kind, s.start_ns, s.end_ns, attrs, s.events,
+                          s.status, s.status_message, s.resource, s.links, s.source, s.scope)
+        foreign.add(key_of(copy))
+        out.append(copy)
+    return out, foreign
+
+
+def _under(index: SpanIndex, span: SpanRecord, segments: set[str]) -> bool:
+    return any(a.segment in segments for a in index.ancestors(span))
+
+
+_HOLDERS = {sc.Segment.AGENT.value, sc.Segment.DELEGATION.value, sc.Segment.STEP.value, sc.Segment.ATTEMPT.value}
+
+
+def _task_roots(index: SpanIndex, foreign: set[Key]) -> list[SpanRecord]:
+    """Agent spans no agent (or step) holds, foreign agents inside one made delegations, and a
+    task for each root above generations no agent holds."""
+    roots: list[SpanRecord] = []
+    for s in list(index):
+        if s.segment != sc.Segment.AGENT:
+            continue
+        if _under(index, s, _HOLDERS):
+            if key_of(s) in foreign:
+                index.with_attributes(s, {sc.SEGMENT: sc.Segment.DELEGATION.value})
+            continue
+        roots.append(s)
+    seen: set[Key] = {key_of(r) for r in roots}
+    for s in list(index):
+        if key_of(s) not in foreign or s.segment not in (sc.Segment.GENERATION, sc.Segment.TOOL):
+            continue
+        up = index.ancestors(s)
+        if any(a.segment in _HOLDERS for a in up):
+            continue
+        top = up[-1] if up else s
+        if key_of(top) in seen:
+            continue
+        seen.add(key_of(top))
+        if top.segment in (sc.Segment.GENERATION, sc.Segment.TOOL):  # a lone call: a task around it
+            task = SpanRecord(top.trace_id, f"{top.span_id}.task", top.parent_id, f"{sc.OP_INVOKE_AGENT} (inferred)",
+                              "INTERNAL", top.start_ns, top.end_ns,
+                              {sc.SEGMENT: sc.Segment.AGENT.value, sc.GEN_AI_AGENT_NAME: top.name,
+                               sc.INFERRED: (structure.TASK,)}, (), "UNSET", "", top.resource, (), top.source, "")
+            index.add(task)
+            index.update(top, parent_id=task.span_id)
+            roots.append(task)
+        else:
+            roots.append(index.with_attributes(top, {sc.SEGMENT: sc.Segment.AGENT.value, sc.INFERRED: (structure.TASK,)}))
+    return roots
+
+
+def normalise(spans: list[SpanRecord]) -> Normalised:
+    """Our span tree from any trace (module docstring). Spans of ours only: returned as given."""
+    readings: dict[str, Reading] = {}
+    mapped, foreign = _map(spans, readings)
+    problems: list[str] = []
+    if not foreign:
+        return Normalised(mapped, list(readings.values()), problems)
+    index = SpanIndex(mapped)
+    split_remote_generations(index, problems)
+    for s in list(index):
+        if s.segment == sc.Segment.STEP and key_of(s) not in foreign:
+            structure.place_foreign_in_our_steps(index, s, foreign)
+    for root in _task_roots(index, foreign):
+        structure.infer_structure(index, root, foreign, problems)
+        _collect_inferred(index, index.current(root), readings)
+    return Normalised(index.spans, list(readings.values()), problems)
+
+
+def _collect_inferred(index: SpanIndex, root: SpanRecord, readings: dict[str, Reading]) -> None:
+    """Everything inferred anywhere in a task, listed on its root (the report's `inferred`)."""
+    names: list[str] = []
+    for s in (root, *index.walk(root)):
+        marked = s.attributes.get(sc.INFERRED)
+        if isinstance(marked, tuple):
+            names += marked
+    if names:
+        ordered = tuple(dict.fromkeys(names))
+        index.with_attributes(root, {sc.INFERRED: ordered})
+        readings[input_of(root)].inferred.update(ordered)
