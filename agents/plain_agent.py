@@ -32,23 +32,23 @@ EXAMPLE = [
 
 
 @at.agent_span("plain-agent")  # +trace
-def run(client: OpenAI, model: str, question: str, max_steps: int = 3) -> str | None:
+def run(client: OpenAI, model: str, question: str, max_turns: int = 4) -> str | None:
     messages = [*EXAMPLE, {"role": "user", "content": question}]
-    for _ in range(max_steps):
-        with at.step_span():  # +trace
+    for _ in range(max_turns):
+        with at.turn_span():  # +trace: a turn whose call failed leaves its step open for the retry
             reply = client.chat.completions.create(model=model, messages=messages, tools=SCHEMAS, max_tokens=40)
             message = reply.choices[0].message
             if not message.tool_calls:
-                at.final_answer()  # +trace
+                at.final_answer()  # +trace: the decision moment
                 return message.content
             messages.append(message.model_dump(exclude_none=True))
             for call in message.tool_calls:
-                at.validate_tool_call(call, tools=SCHEMAS)  # +trace
-                with at.tool_span(call.function.name, call_id=call.id):  # +trace
-                    try:
+                at.validate_tool_call(call, tools=SCHEMAS)  # +trace: valid or not, and when
+                try:
+                    with at.tool_span(call.function.name, call_id=call.id):  # +trace
                         result = TOOLS[call.function.name].function(**json.loads(call.function.arguments))
-                    except Exception as exc:  # unknown tool, bad JSON or arguments: tell the model
-                        result = f"error: {exc}"
+                except Exception as exc:  # unknown tool, bad JSON or arguments: tell the model
+                    result = f"error: {exc}"
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result, default=str)})
     return None
 

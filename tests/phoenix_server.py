@@ -11,14 +11,11 @@ outside requests, and is always stopped (its whole process group) when the conte
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -28,49 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cached_venv
+
 PHOENIX_VERSION = "20.26.1"
-INSTALL_TIMEOUT_S = 900
 START_TIMEOUT_S = 180  # about 15 s warm; the first start after an install compiles more
-_STAMP = ".agenttrace-phoenix"
 
 
 def venv_dir() -> Path:
     """Where the Phoenix environment lives: AGENTTRACE_PHOENIX_VENV, else the user cache dir."""
-    explicit = os.environ.get("AGENTTRACE_PHOENIX_VENV")
-    if explicit:
-        return Path(explicit)
-    from platformdirs import user_cache_dir
-
-    py = f"py{sys.version_info.major}{sys.version_info.minor}"
-    return Path(user_cache_dir("agenttrace")) / f"phoenix-{PHOENIX_VERSION}-{py}"
+    return cached_venv.venv_dir(f"phoenix-{PHOENIX_VERSION}", "AGENTTRACE_PHOENIX_VENV")
 
 
 def ensure_phoenix() -> Path:
     """The `phoenix` executable of a cached environment with arize-phoenix==PHOENIX_VERSION,
-    created on first use (about a minute and 850 MB). A lock keeps two test runs on one machine
-    from building it at once; a half-built environment (no stamp) is built again."""
-    venv = venv_dir()
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        stamp = venv / _STAMP
-        if not (stamp.is_file() and stamp.read_text().strip() == PHOENIX_VERSION):
-            shutil.rmtree(venv, ignore_errors=True)
-            log = venv.parent / f"{venv.name}-install.log"
-            with open(log, "w") as out:
-                # The interpreter running the tests builds the environment; nothing is installed
-                # into the project's own one.
-                for cmd in (
-                    [sys.executable, "-m", "venv", str(venv)],
-                    [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                     f"arize-phoenix=={PHOENIX_VERSION}"],
-                ):
-                    done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=INSTALL_TIMEOUT_S)
-                    if done.returncode != 0:
-                        tail = log.read_text(errors="replace")[-3000:]
-                        raise RuntimeError(f"installing Phoenix failed ({' '.join(cmd)}); see {log}:\n{tail}")
-            stamp.write_text(PHOENIX_VERSION + "\n")
-    return venv / "bin" / "phoenix"
+    created on first use (about a minute and 850 MB)."""
+    return cached_venv.ensure_venv(venv_dir(), [f"arize-phoenix=={PHOENIX_VERSION}"]) / "phoenix"
 
 
 def free_port() -> int:

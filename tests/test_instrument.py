@@ -318,3 +318,99 @@ def test_without_propagation_a_plain_thread_loses_the_step_and_propagate_restore
 def _tool_call_named(tel, name):
     with at.tool_span(name, telemetry=tel):
         pass
+
+
+# -- loops whose retry is their next turn (turn_span), and the README's pattern -----------------
+def _turn_loop(tel, clock, replies, *, turn=at.turn_span, max_turns=4):
+    """A plain loop: each turn asks the model, validates its call and runs the tool; a failure
+    goes back to the model as the next turn's input, as agents written by hand do."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}
+    replies = list(replies)
+    with at.agent_span("loop", task_id="t", telemetry=tel):
+        for _ in range(max_turns):
+            if not replies:
+                return
+            with turn():
+                with at.generation_span("m", provider="p", telemetry=tel):
+                    clock.advance_s(0.05)
+                    reply = replies.pop(0)
+                if reply is None:
+                    at.final_answer()
+                    return
+                if at.validate_tool_call("weather", reply, schema=schema).ok:
+                    with at.tool_span("weather"):
+                        clock.advance_s(0.01)
+
+
+def test_turn_span_makes_a_failed_turn_and_its_retry_one_step_with_two_attempts(tmp_path):
+    clock = FakeClock()
+    tel, memory = capture_telemetry(clock, trace_file=str(tmp_path / "t.jsonl"))
+    _turn_loop(tel, clock, [{"town": "Paris"}, {"city": "Paris"}, None])
+    tel.shutdown()
+    (task,) = report_from_files([str(tmp_path / "t.jsonl")]).tasks
+    assert [(s.outcome, s.attempts) for s in task.steps] == [("tool_call", 2), ("final_answer", 1)]
+    assert task.steps[0].retry_s == pytest.approx(0.05)  # the failed turn's model call
+    assert (task.attempts, task.valid_attempts, task.outcome) == (3, 2, "completed")
+    assert task.ttvtc_s == pytest.approx(0.10)
+    named = spans_by_name(memory.get_finished_spans())
+    assert [a.attributes[sc.ATTEMPT_OUTCOME] for a in sorted(named["attempt 1"] + named["attempt 2"], key=lambda s: s.start_time)] \
+        == ["validation_error", "ok", "ok"]
+    (agent,) = named["invoke_agent loop"]
+    assert agent.attributes[sc.STEPS] == 2
+
+
+def test_a_run_that_ends_on_a_failed_turn_closes_its_step():
+    clock = FakeClock()
+    tel, memory = capture_telemetry(clock)
+    _turn_loop(tel, clock, [{"town": "Paris"}, {"town": "Rome"}])
+    spans = memory.get_finished_spans()
+    (step,) = spans_by_name(spans)["agent_step 1"]
+    assert (step.attributes[sc.STEP_OUTCOME], step.attributes[sc.STEP_ATTEMPTS]) == ("invalid", 2)
+    (agent,) = spans_by_name(spans)["invoke_agent loop"]
+    assert agent.attributes[sc.TASK_OUTCOME] == "failed" and step.end_time <= agent.end_time
+
+
+def test_the_readme_step_per_turn_pattern_counts_validated_calls_as_valid(tmp_path):
+    # Each turn a step_span, no parse span: the attempt whose call validated is a valid one.
+    clock = FakeClock()
+    tel, _ = capture_telemetry(clock, trace_file=str(tmp_path / "t.jsonl"))
+    _turn_loop(tel, clock, [{"town": "Paris"}, {"city": "Paris"}, None], turn=at.step_span)
+    tel.shutdown()
+    (task,) = report_from_files([str(tmp_path / "t.jsonl")]).tasks
+    assert [(s.outcome, s.attempts) for s in task.steps] == [("invalid", 1), ("tool_call", 1), ("final_answer", 1)]
+    assert (task.attempts, task.valid_attempts) == (3, 2)
+
+
+def test_generation_span_without_model_or_provider_is_named_by_the_response():
+    tel, memory = capture_telemetry(FakeClock())
+    with at.agent_span("a", telemetry=tel):
+        with at.step_span():
+            with at.generation_span(telemetry=tel) as g:
+                g.usage(12, 3)
+                g.response(model="gpt-x", response_id="r1")
+    named = spans_by_name(memory.get_finished_spans())
+    (gen,) = named["chat gpt-x"]
+    assert sc.GEN_AI_PROVIDER_NAME not in gen.attributes and sc.GEN_AI_REQUEST_MODEL not in gen.attributes
+    assert (gen.attributes[sc.GEN_AI_RESPONSE_MODEL], gen.attributes[sc.GEN_AI_RESPONSE_ID]) == ("gpt-x", "r1")
+    (agent,) = named["invoke_agent a"]
+    assert agent.attributes[sc.GEN_AI_REQUEST_MODEL] == "gpt-x"
+    assert (agent.attributes[sc.GEN_AI_USAGE_INPUT_TOKENS], agent.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (12, 3)
+
+
+def test_agent_and_tool_spans_carry_the_genai_attributes():
+    tel, memory = capture_telemetry(FakeClock())
+    with at.agent_span("a", task_id="t9", agent_id="agent-7", description="answers", provider="openai", telemetry=tel):
+        with at.tool_span("weather", description="Current weather."):
+            pass
+        with at.tool_span("weather", call_id="call_1"):
+            pass
+    named = spans_by_name(memory.get_finished_spans())
+    (agent,) = named["invoke_agent a"]
+    a = agent.attributes
+    assert (a[sc.GEN_AI_CONVERSATION_ID], a[sc.GEN_AI_AGENT_ID], a[sc.GEN_AI_AGENT_DESCRIPTION]) == ("t9", "agent-7", "answers")
+    assert a[sc.GEN_AI_PROVIDER_NAME] == "openai"
+    assert sc.GEN_AI_USAGE_INPUT_TOKENS not in a  # no generation, no usage to sum
+    first, second = sorted(named["execute_tool weather"], key=lambda s: s.start_time)
+    assert sc.GEN_AI_TOOL_CALL_ID not in first.attributes  # none invented
+    assert first.attributes[sc.GEN_AI_TOOL_DESCRIPTION] == "Current weather."
+    assert second.attributes[sc.GEN_AI_TOOL_CALL_ID] == "call_1"

@@ -132,3 +132,42 @@ def test_live_export_over_http_and_grpc_delivers_what_the_file_records(tmp_path)
         (tool,) = [s for s in sent.values() if s.name == "execute_tool t"]
         (long_value,) = [a.value.string_value for a in tool.attributes if a.key == "long"]
         assert len(long_value) == 64 and long_value.endswith("...[truncated from 500 chars]")
+
+
+def test_the_scope_names_the_newest_schema_of_the_installed_semantic_conventions(tmp_path):
+    from opentelemetry.semconv.schemas import Schemas
+
+    from agenttrace import semconv as sc
+
+    assert sc.SCHEMA_URL == list(Schemas)[-1].value  # bump SCHEMA_URL when the package moves on
+    path = tmp_path / "t.jsonl"
+    tel = Telemetry(trace_file=path, clock=FakeClock())
+    Agent(ScriptedModel(REPLIES, tel.clock), default_tools(), telemetry=tel).run("2+2?")
+    tel.shutdown()
+    scopes = [ss for line in path.read_text().splitlines() for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"]]
+    assert {ss.get("schemaUrl") for ss in scopes} == {sc.SCHEMA_URL}
+
+
+def test_genai_client_metrics_go_beside_the_trace_file_and_the_report_skips_them(tmp_path):
+    from agenttrace import semconv as sc
+    from agenttrace.report import report_from_files
+
+    path = tmp_path / "run.jsonl"
+    tel = Telemetry(trace_file=path, clock=FakeClock(), metrics=True, synchronous=True)
+    Agent(ScriptedModel(REPLIES, tel.clock), default_tools(), telemetry=tel).run("2+2?")
+    tel.shutdown()
+    lines = (tmp_path / "run.metrics.jsonl").read_text().splitlines()
+    metrics = {m["name"]: m for line in lines for rm in json.loads(line)["resourceMetrics"]
+               for sm in rm["scopeMetrics"] for m in sm["metrics"]}
+    duration, tokens = metrics[sc.METRIC_OPERATION_DURATION], metrics[sc.METRIC_TOKEN_USAGE]
+    assert duration["unit"] == "s" and tokens["unit"] == "{token}"
+    (point,) = duration["histogram"]["dataPoints"]
+    assert int(point["count"]) == 2  # one per generation
+    assert point["explicitBounds"][:3] == [0.01, 0.02, 0.04]
+    attrs = {a["key"]: next(iter(a["value"].values())) for a in point["attributes"]}
+    assert attrs[sc.GEN_AI_OPERATION_NAME] == "chat" and attrs[sc.GEN_AI_REQUEST_MODEL] == "scripted-model"
+    types = sorted(next(a["value"]["stringValue"] for a in p["attributes"] if a["key"] == sc.GEN_AI_TOKEN_TYPE)
+                   for p in tokens["histogram"]["dataPoints"])
+    assert types == ["input", "output"]
+    report = report_from_files([str(tmp_path)])  # the folder holds both files
+    assert report.problems == [] and len(report.tasks) == 1

@@ -25,16 +25,19 @@ def any_value(v: Any) -> dict[str, Any]:
 
 @dataclass
 class S:
-    """A span: name, segment, start and end in seconds from BASE_NS, attributes, children."""
+    """A span: name, segment, start and end in seconds from BASE_NS, attributes, children.
+    `segment` None writes no `agenttrace.segment` (another instrumentation's span); `kind` is the
+    OTLP span kind number (1 internal, 2 server, 3 client)."""
 
     name: str
-    segment: str
+    segment: str | None
     start: float
     end: float
     attrs: dict[str, Any] = field(default_factory=dict)
     children: list[S] = field(default_factory=list)
     events: list[tuple[str, float, dict[str, Any]]] = field(default_factory=list)
     error: str | None = None
+    kind: int = 1
 
 
 def to_otlp(root: S, trace_id: str = "ab" * 16, resource: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -42,12 +45,12 @@ def to_otlp(root: S, trace_id: str = "ab" * 16, resource: dict[str, Any] | None 
 
     def walk(s: S, parent: str | None) -> None:
         span_id = f"{next(_ids):016x}"
-        attrs = {"agenttrace.segment": s.segment, **s.attrs}
+        attrs = {"agenttrace.segment": s.segment, **s.attrs} if s.segment is not None else dict(s.attrs)
         out = {
             "traceId": trace_id,
             "spanId": span_id,
             "name": s.name,
-            "kind": 1,
+            "kind": s.kind,
             "startTimeUnixNano": str(BASE_NS + round(s.start * 1e9)),
             "endTimeUnixNano": str(BASE_NS + round(s.end * 1e9)),
             "attributes": [{"key": k, "value": any_value(v)} for k, v in attrs.items()],
@@ -67,6 +70,12 @@ def to_otlp(root: S, trace_id: str = "ab" * 16, resource: dict[str, Any] | None 
     walk(root, None)
     res = [{"key": k, "value": any_value(v)} for k, v in (resource or {"service.name": "test"}).items()]
     return {"resourceSpans": [{"resource": {"attributes": res}, "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]}
+
+
+def foreign(name: str, start: float, end: float, attrs: dict[str, Any] | None = None, children: list[S] | None = None,
+            *, error: str | None = None, kind: int = 1) -> S:
+    """A span of another instrumentation (no agenttrace.segment)."""
+    return S(name, None, start, end, attrs or {}, children or [], error=error, kind=kind)
 
 
 def write_trace(path, *roots: S, **kwargs: Any) -> None:
