@@ -45,7 +45,7 @@ WEATHER = {"type": "function", "function": {
                    "additionalProperties": False}}}
 QUESTION = "What is the weather in Paris?"
 TOOL_S = 0.015
-TASKS = 3
+TASKS = 5
 
 
 def weather(city: str) -> str:

@@ -6,8 +6,10 @@ environment (tests/foreign_envs.py); a pydantic-ai agent with its native instrum
 mixed trace (our agent and step spans around OpenLLMetry's chat spans).
 
 The reports must agree with ours on tasks, steps, attempts and retries exactly, and on time to
-valid tool call and tool time within 5 ms (medians over the loop's tasks). The environments are
-built on first use (PyPI must be reachable); marked e2e like the Phoenix test.
+valid tool call, tool time and retry cost within 5 ms: medians over the loop's tasks, our runs
+made just before and after each foreign one, so the machine's drift over minutes (±30% here)
+moves both alike; a comparison that is off is measured once more, and the two rounds pooled. The environments are built on first use (PyPI must be reachable); marked e2e
+like the Phoenix test.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ pytestmark = pytest.mark.e2e
 TESTS = Path(__file__).resolve().parent
 LOOP, PYDANTIC_AI = TESTS / "foreign_loop.py", TESTS / "foreign_pydantic_ai.py"
 DELAY_S = 0.04  # the fake server's time per request
-TASKS = 3  # foreign_loop.TASKS
+TASKS = 5  # foreign_loop.TASKS
 TOLERANCE_S = 0.005
 
 
@@ -54,12 +56,16 @@ def server():
         yield srv
 
 
-@pytest.fixture(scope="module")
-def ours(server, tmp_path_factory) -> Report:
+def _ours(server, folder: Path, name: str = "agenttrace") -> Report:
     """The loop traced with our API (turn_span, wrap_openai, validate_tool_call, tool_span)."""
-    out = tmp_path_factory.mktemp("ours") / "agenttrace.jsonl"
+    out = folder / f"{name}.jsonl"
     _run(sys.executable, str(LOOP), "agenttrace", base_url(server), str(out))
     return report_from_files([str(out)])
+
+
+@pytest.fixture(scope="module")
+def ours(server, tmp_path_factory) -> Report:
+    return _ours(server, tmp_path_factory.mktemp("ours"))
 
 
 def _structure(report: Report) -> list[tuple]:
@@ -85,10 +91,19 @@ def test_our_api_records_one_step_with_two_attempts_and_counts_validated_calls_a
     ("openinference", "openinference", "OpenInference", None),
     ("openllmetry", "openllmetry", "OpenLLMetry", None),
 ])
-def test_a_foreign_instrumentation_gives_the_report_our_api_gives(mode, env, convention, variant, server, ours, tmp_path):
-    out = tmp_path / f"{mode}.jsonl"
-    _run(foreign_envs.python(env), str(LOOP), mode, base_url(server), str(out))
-    report = report_from_files([str(out)])
+def test_a_foreign_instrumentation_gives_the_report_our_api_gives(mode, env, convention, variant, server, tmp_path):
+    python = foreign_envs.python(env)  # built before the timed runs
+    theirs: list[Report] = []
+    ours: list[Report] = [_ours(server, tmp_path, "ours-0")]
+    for round_ in range(2):  # a second round only when the first is off: a real difference persists
+        out = tmp_path / f"{mode}-{round_}.jsonl"
+        _run(python, str(LOOP), mode, base_url(server), str(out))
+        theirs.append(report_from_files([str(out)]))
+        ours.append(_ours(server, tmp_path, f"ours-{round_ + 1}"))
+        gaps = _gaps(theirs, ours)
+        if all(abs(gap) <= TOLERANCE_S for gap in gaps.values()):
+            break
+    report = theirs[0]
 
     (seen,) = report.inputs  # the report says what it recognised, mapped and inferred
     (conv,) = seen.conventions
@@ -98,18 +113,30 @@ def test_a_foreign_instrumentation_gives_the_report_our_api_gives(mode, env, con
     assert seen.left_out == []
     assert {"steps and attempts", "retries", "decision moments (TTVTC)"} <= set(seen.inferred)
 
-    assert _structure(report) == _structure(ours) == EXPECTED
-    assert report.run.steps_with_retry == ours.run.steps_with_retry == TASKS
+    assert all(_structure(r) == EXPECTED for r in theirs + ours)
+    assert all(r.run.steps_with_retry == TASKS for r in theirs + ours)
     assert all(s.inferred for t in report.tasks for s in t.steps)
-    for figure in (lambda t: t.ttvtc_s, lambda t: t.segments.tool):
-        theirs, mine = _median(map(figure, report.tasks)), _median(map(figure, ours.tasks))
-        assert abs(theirs - mine) <= TOLERANCE_S, (theirs, mine)
+    for name, gap in gaps.items():
+        assert abs(gap) <= TOLERANCE_S, f"{name}: {gap * 1e3:+.1f} ms from ours ({_gaps_text(theirs, ours)})"
     # the failed attempt held a model call and the failed tool call
     for t in report.tasks:
         assert DELAY_S <= t.retry_s < t.steps[0].wall_s
         assert t.retry_segments.generation >= DELAY_S
-    assert abs(_median(t.retry_s for t in report.tasks) - _median(t.retry_s for t in ours.tasks)) <= TOLERANCE_S
     assert all(t.absent == ["prefill", "draft", "verify", "parse", "validation"] for t in report.tasks)
+
+
+FIGURES = {"TTVTC": lambda t: t.ttvtc_s, "tool time": lambda t: t.segments.tool, "retry cost": lambda t: t.retry_s}
+
+
+def _gaps(theirs: list[Report], ours: list[Report]) -> dict[str, float]:
+    """Median over their tasks less median over ours, per figure."""
+    return {name: _median(f(t) for r in theirs for t in r.tasks) - _median(f(t) for r in ours for t in r.tasks)
+            for name, f in FIGURES.items()}
+
+
+def _gaps_text(theirs: list[Report], ours: list[Report]) -> str:
+    return ", ".join(f"{name} {_median(f(t) for r in theirs for t in r.tasks) * 1e3:.1f} against "
+                     f"{_median(f(t) for r in ours for t in r.tasks) * 1e3:.1f} ms" for name, f in FIGURES.items())
 
 
 def test_a_mixed_trace_puts_the_foreign_generation_in_its_attempt(server, tmp_path):
