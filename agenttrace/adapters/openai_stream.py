@@ -116,9 +116,7 @@ class ChatCall:
             self.span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, model)
             if self.model is None:  # a call made without a model name: the response names the span
                 self.model = model
-                self.span.update_name(sc.generation_span_name(model))
-                if self.placement.run is not None:
-                    self.placement.run.saw_model(model, None)
+                self.placement.named_by_response(self.span, model)
 
     def _record_tokens(self, input_tokens: int | None, output_tokens: int | None, cached: int | None) -> None:
         attrs: dict[str, AttributeValue] = {}

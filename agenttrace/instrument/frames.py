@@ -345,6 +345,13 @@ class Placement:
                 if value:
                     setattr(self.attempt.flags, name, True)
 
+    def named_by_response(self, span: Span, model: str, operation: str = sc.OP_CHAT) -> None:
+        """A generation opened without a model name, named after the model its response gave
+        (and that model counted as the run's, if it had none)."""
+        span.update_name(sc.generation_span_name(model, operation))
+        if self.run is not None:
+            self.run.saw_model(model, None)
+
     def usage(self, input_tokens: int | None, output_tokens: int | None) -> None:
         """Count a generation's tokens into its run (the agent span's aggregated usage)."""
         if self.run is not None and (input_tokens is not None or output_tokens is not None):

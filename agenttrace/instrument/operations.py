@@ -60,7 +60,10 @@ class _LeafScope(Scope[Any]):
         placement = place_leaf(self._kwargs.get("telemetry"))
         segment, name, attrs, kind = self._describe()
         span = start_span(placement.tel, segment, name, attrs, kind=kind, parent=placement.parent)
-        return self.handle_type(placement, span), placement.tel, span, None
+        return self._handle(placement, span), placement.tel, span, None
+
+    def _handle(self, placement: Placement, span: Span) -> Any:
+        return self.handle_type(placement, span)
 
     def _close(self, handle: Any, exc: BaseException | None) -> None:
         self._finish(handle, exc)
@@ -110,10 +113,7 @@ class GenerationHandle(_Handle):
             self.span.set_attribute(sc.GEN_AI_RESPONSE_MODEL, model)
             if self.model is None:
                 self.model = model
-                self.span.update_name(sc.generation_span_name(model, self.operation))
-                run = self.placement.run
-                if run is not None:
-                    run.saw_model(model, None)
+                self.placement.named_by_response(self.span, model, self.operation)
         if response_id:
             self.span.set_attribute(sc.GEN_AI_RESPONSE_ID, response_id)
         if provider:
@@ -181,14 +181,10 @@ class generation_span(_LeafScope):  # noqa: N801
         kind = SpanKind.CLIENT if kw["remote"] else SpanKind.INTERNAL
         return sc.Segment.GENERATION, sc.generation_span_name(model, kw["operation"]), attrs, kind
 
-    def _open(self) -> tuple[Any, Telemetry, Span, Frame | None]:
-        placement = place_leaf(self._kwargs.get("telemetry"))
-        segment, name, attrs, kind = self._describe()
-        span = start_span(placement.tel, segment, name, attrs, kind=kind, parent=placement.parent)
-        handle = GenerationHandle(placement, span, self._kwargs["operation"], self._args[0])
+    def _handle(self, placement: Placement, span: Span) -> GenerationHandle:
         if placement.run is not None:
             placement.run.saw_model(self._args[0], self._kwargs["provider"])
-        return handle, placement.tel, span, None
+        return GenerationHandle(placement, span, self._kwargs["operation"], self._args[0])
 
 
 class _TracedChatModel:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from agenttrace.tracedata import SpanRecord
@@ -66,8 +66,9 @@ class SpanIndex:
             p = self.parent(p)
         return out
 
-    def walk(self, span: SpanRecord) -> Iterator[SpanRecord]:
-        """The span's descendants (not itself), depth first; each visited once (cycles end)."""
+    def walk(self, span: SpanRecord, into: Callable[[SpanRecord], bool] | None = None) -> Iterator[SpanRecord]:
+        """The span's descendants (not itself), depth first, in start order; each visited once
+        (cycles end). `into(s)` False: `s` is yielded but its subtree is not."""
         seen = {key_of(span)}
         stack = list(reversed(self.children(span)))
         while stack:
@@ -76,7 +77,8 @@ class SpanIndex:
                 continue
             seen.add(key_of(s))
             yield s
-            stack.extend(reversed(self.children(s)))
+            if into is None or into(s):
+                stack.extend(reversed(self.children(s)))
 
     def update(self, span: SpanRecord, **changes: Any) -> SpanRecord:
         """Replace `span` with a copy carrying `changes` (a new `parent_id` moves it)."""

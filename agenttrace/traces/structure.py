@@ -101,19 +101,11 @@ def _members(index: SpanIndex, root: SpanRecord) -> list[SpanRecord] | None:
     """Generations, tools and delegations at the top of the task's subtree (not inside one
     another), in start order; None when the task holds steps of ours (nothing to infer)."""
     out: list[SpanRecord] = []
-    seen = {key_of(root)}
-    stack = list(reversed(index.children(root)))
-    while stack:
-        s = stack.pop()
-        if key_of(s) in seen:
-            continue
-        seen.add(key_of(s))
+    for s in index.walk(root, into=lambda s: s.segment not in _MEMBERS):
         if s.segment in _OURS:
             return None
         if s.segment in _MEMBERS:
             out.append(s)
-            continue
-        stack.extend(reversed(index.children(s)))
     out.sort(key=lambda s: s.start_ns)
     return out
 
