@@ -6,7 +6,6 @@ import json
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -14,12 +13,11 @@ from agenttrace.cli import main
 from agenttrace.jaeger_input import JaegerQuery, parse_lookback, query_jaeger
 from agenttrace.report.tree import SpanTree
 from agenttrace.tracedata import load_spans
-
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+from shared_fixtures import shared_fixture
 
 
 def test_jaegers_own_fixture_loads_with_its_odd_cases():
-    loaded = load_spans([FIXTURES / "jaeger-ui-trace-example.json"])
+    loaded = load_spans([shared_fixture("jaeger-ui-trace-example.json")])
     spans = loaded.spans
     assert len(spans) == 5
     first, second = spans[0], spans[1]

@@ -20,9 +20,9 @@ from agenttrace.cli import main
 from agenttrace.jaeger_json import JaegerResponse, JaegerTrace, to_jaeger
 from agenttrace.otlp_file import read_spans
 from recorded_runs import record_agent_run
+from shared_fixtures import shared_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures"
 T0 = 1_700_000_000_000_000_000
 TRACE_ID = 0x0123456789ABCDEF0011223344556677
 SHORT_TRACE_ID = 0x42  # high half zero: Jaeger prints 16 hex digits
@@ -214,7 +214,7 @@ def test_conversion_follows_jaegers_rules_exactly():
 
 
 def test_jaegers_own_ui_fixture_reads_and_prints_back_unchanged():
-    fixture = json.loads((FIXTURES / "jaeger-ui-trace-example.json").read_text())
+    fixture = json.loads((shared_fixture("jaeger-ui-trace-example.json")).read_text())
     assert json.loads(JaegerTrace.model_validate(fixture).model_dump_json()) == fixture
     # and our output has exactly the fields of Jaeger's spans and processes (flags aside: 0 there)
     ours = json.loads(to_jaeger(_hand_built_spans()).model_dump_json())["data"][0]

@@ -10,10 +10,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from agenttrace.otlp_file import read_spans, spans_from_request
 from recorded_runs import LINKED, REMOTE_SPAN_ID, REMOTE_TRACE_ID, record_agent_run
+from shared_fixtures import shared_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((ROOT / "traces" / "samples").glob("*.jsonl"))
-FIXTURES = ROOT.parent / "shared" / "fixtures"
 
 
 def _reencode(src: Path, dst: Path) -> None:
@@ -63,7 +63,7 @@ def test_spans_keep_remote_parent_trace_state_links_kind_and_status(tmp_path):
 
 
 def test_upper_case_ids_numeric_times_and_a_whole_file_request_are_read():
-    result = read_spans([FIXTURES / "otlp-trace-example.json"])
+    result = read_spans([shared_fixture("otlp-trace-example.json")])
     assert result.problems == []
     (span,) = result.spans
     assert f"{span.context.trace_id:032x}" == "5b8efff798038103d269b633813fc60c"

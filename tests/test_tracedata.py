@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from agenttrace import Agent, FakeClock
 from agenttrace.testing import ScriptedModel, ScriptedReply, capture_telemetry
 from agenttrace.tracedata import load_spans
 from tools import default_tools
-
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+from shared_fixtures import shared_fixture
 
 
 def test_trace_file_round_trips(tmp_path):
@@ -43,7 +41,7 @@ def test_trace_file_round_trips(tmp_path):
 
 
 def test_reads_otlp_from_other_tools_with_upper_case_ids_and_numeric_times():
-    loaded = load_spans([FIXTURES / "otlp-trace-example.json"])
+    loaded = load_spans([shared_fixture("otlp-trace-example.json")])
     assert loaded.problems == []
     assert loaded.spans, "the OTLP example holds spans"
     for s in loaded.spans:
