@@ -39,7 +39,6 @@ _OTHER = SEGMENT_FIELDS.index("other")
 # Segments that no span of the other instrumentations records (they time model calls and tools
 # whole): in a task whose steps were inferred from their spans, a 0 there means unknown.
 _UNRECORDED = ("prefill", "draft", "verify", "parse", "validation")
-_STEPS_INFERRED = structure.STEPS
 _TOOLTIP_KEYS = (sc.GEN_AI_TOOL_NAME, sc.STEP_OUTCOME, sc.ATTEMPT_OUTCOME, sc.SPEC_METHOD, sc.GEN_AI_USAGE_OUTPUT_TOKENS,
                  sc.ERROR_TYPE, sc.PARSE_RESULT)
 
@@ -247,7 +246,7 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
         partial=partial,
         expects_correct_action=marks,
         inferred=inferred,
-        absent=[f for f in _UNRECORDED if not getattr(segments, f)] if _STEPS_INFERRED in inferred else [],
+        absent=[f for f in _UNRECORDED if not getattr(segments, f)] if structure.STEPS in inferred else [],
     ))
     if not partial and (overlap > 0 or waterfall):
         figures.critical_path = [

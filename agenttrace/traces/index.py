@@ -100,6 +100,13 @@ class SpanIndex:
         """A copy whose attributes are the span's plus `attrs` (which win)."""
         return self.update(span, attributes={**self.current(span).attributes, **attrs}, **changes)
 
+    def add_synthetic(self, template: SpanRecord, span_id: str, parent_id: str | None, name: str, start_ns: int,
+                      end_ns: int, attributes: dict[str, Any]) -> SpanRecord:
+        """Add a span the reading infers (a step, an attempt, a part of a remote call), in the
+        trace, resource and input of `template`."""
+        return self.add(SpanRecord(template.trace_id, span_id, parent_id, name, "INTERNAL", start_ns, end_ns, attributes,
+                                   (), "UNSET", "", template.resource, (), template.source, ""))
+
     def add(self, span: SpanRecord) -> SpanRecord:
         key = key_of(span)
         self._pos[key] = len(self.spans)

@@ -13,6 +13,7 @@ which figures were inferred: the report prints it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -116,8 +117,7 @@ def _map(spans: list[SpanRecord], readings: dict[str, Reading]) -> tuple[list[Sp
         attrs = {**role.attributes, **s.attributes, sc.SEGMENT: role.segment}
         if sc.ERROR_TYPE in role.attributes:  # a failure kind the convention states more exactly
             attrs[sc.ERROR_TYPE] = role.attributes[sc.ERROR_TYPE]
-        copy = SpanRecord(s.trace_id, s.span_id, s.parent_id, s.name, s.kind, s.start_ns, s.end_ns, attrs, s.events,
-                          s.status, s.status_message, s.resource, s.links, s.source, s.scope)
+        copy = dataclasses.replace(s, attributes=attrs)
         foreign.add(key_of(copy))
         out.append(copy)
     return out, foreign
@@ -154,11 +154,9 @@ def _task_roots(index: SpanIndex, foreign: set[Key]) -> list[SpanRecord]:
             continue
         seen.add(key_of(top))
         if top.segment in (sc.Segment.GENERATION, sc.Segment.TOOL):  # a lone call: a task around it
-            task = SpanRecord(top.trace_id, f"{top.span_id}.task", top.parent_id, f"{sc.OP_INVOKE_AGENT} (inferred)",
-                              "INTERNAL", top.start_ns, top.end_ns,
-                              {sc.SEGMENT: sc.Segment.AGENT.value, sc.GEN_AI_AGENT_NAME: top.name,
-                               sc.INFERRED: (structure.TASK,)}, (), "UNSET", "", top.resource, (), top.source, "")
-            index.add(task)
+            task = index.add_synthetic(top, f"{top.span_id}.task", top.parent_id, f"{sc.OP_INVOKE_AGENT} (inferred)",
+                                       top.start_ns, top.end_ns, {sc.SEGMENT: sc.Segment.AGENT.value,
+                                                                  sc.GEN_AI_AGENT_NAME: top.name, sc.INFERRED: (structure.TASK,)})
             index.update(top, parent_id=task.span_id)
             roots.append(task)
         else:

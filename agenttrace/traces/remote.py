@@ -25,10 +25,9 @@ NETWORK_SPLIT = "network / server split of remote generations"
 _QUEUE, _PREFILL, _NETWORK = "server queue", "server prefill", "network"
 
 
-def _part(parent: SpanRecord, tag: str, name: str, segment: str, start: int, end: int) -> SpanRecord:
-    return SpanRecord(parent.trace_id, f"{parent.span_id}.{tag}", parent.span_id, name, "INTERNAL", start, end,
-                      {sc.SEGMENT: segment, sc.INFERRED: (NETWORK_SPLIT,)}, (), "UNSET", "", parent.resource, (),
-                      parent.source, "")
+def _part(index: SpanIndex, parent: SpanRecord, tag: str, name: str, segment: str, start: int, end: int) -> None:
+    index.add_synthetic(parent, f"{parent.span_id}.{tag}", parent.span_id, name, start, end,
+                        {sc.SEGMENT: segment, sc.INFERRED: (NETWORK_SPLIT,)})
 
 
 def _shift(index: SpanIndex, span: SpanRecord, delta: int) -> SpanRecord:
@@ -67,13 +66,12 @@ def _vllm_parts(index: SpanIndex, server: SpanRecord) -> None:
             continue
         start = max(server.start_ns, cursor - round(seconds * 1e9))
         if start < cursor:
-            index.add(_part(server, tag, name, segment, start, cursor))
+            _part(index, server, tag, name, segment, start, cursor)
         cursor = start
 
 
-def split_remote_generations(index: SpanIndex, problems: list[str]) -> int:
-    """Split every client generation that has a server generation under it; returns how many."""
-    done = 0
+def split_remote_generations(index: SpanIndex, problems: list[str]) -> None:
+    """Split every client generation that has a server generation under it."""
     for client in list(index):
         if client.segment != sc.Segment.GENERATION or client.kind != "CLIENT":
             continue
@@ -85,6 +83,4 @@ def split_remote_generations(index: SpanIndex, problems: list[str]) -> int:
             _vllm_parts(index, server)
         for tag, start, end in (("net_out", client.start_ns, server.start_ns), ("net_back", server.end_ns, client.end_ns)):
             if end > start:
-                index.add(_part(client, tag, _NETWORK, sc.Segment.NETWORK, start, end))
-        done += 1
-    return done
+                _part(index, client, tag, _NETWORK, sc.Segment.NETWORK, start, end)

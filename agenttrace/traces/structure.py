@@ -62,10 +62,6 @@ class _Turn:
     def tools(self) -> list[SpanRecord]:
         return [m for m in self.members if m.segment != sc.Segment.GENERATION]
 
-    @property
-    def start_ns(self) -> int:
-        return min(m.start_ns for m in self.members)
-
 
 def _tool_name(span: SpanRecord) -> str:
     name = span.attributes.get(sc.GEN_AI_TOOL_NAME)
@@ -153,11 +149,6 @@ def _anchor_depth(chains: list[list[SpanRecord]]) -> int:
     return depth
 
 
-def _synthetic(parent: SpanRecord, span_id: str, name: str, start: int, end: int, attrs: dict) -> SpanRecord:
-    return SpanRecord(parent.trace_id, span_id, parent.span_id, name, "INTERNAL", start, end, attrs, (), "UNSET", "",
-                      parent.resource, (), parent.source, "")
-
-
 class _Placer:
     """Moves one task's turns under synthetic step and attempt spans."""
 
@@ -195,14 +186,15 @@ class _Placer:
         outcome = (sc.StepOutcome.FINAL_ANSWER if last.decision == "final_answer" else sc.StepOutcome.TOOL_CALL) \
             if last.outcome is Outcome.OK else _STEP_OUTCOME[last.outcome]
         inferred = (STEPS, RETRIES) if len(attempts) > 1 else (STEPS,)
-        step_span = index.add(_synthetic(
-            anchor, f"{anchor.span_id}.step{n}", sc.step_span_name(n), bounds[0][0], max(e for _, e in bounds), {
+        step_span = index.add_synthetic(
+            anchor, f"{anchor.span_id}.step{n}", anchor.span_id, sc.step_span_name(n), bounds[0][0], max(e for _, e in bounds), {
                 sc.SEGMENT: sc.Segment.STEP.value, sc.STEP_INDEX: n, sc.STEP_OUTCOME: outcome.value,
-                sc.STEP_ATTEMPTS: len(attempts), sc.INFERRED: inferred}))
+                sc.STEP_ATTEMPTS: len(attempts), sc.INFERRED: inferred})
         for i, ((units, turns), (start, end)) in enumerate(zip(attempts, bounds, strict=True), 1):
-            attempt = index.add(_synthetic(step_span, f"{step_span.span_id}.attempt{i}", sc.attempt_span_name(i), start, end, {
-                sc.SEGMENT: sc.Segment.ATTEMPT.value, sc.ATTEMPT_INDEX: i, sc.ATTEMPT_OUTCOME: turns[-1].outcome.value,
-                sc.INFERRED: (STEPS, VALIDITY)}))
+            attempt = index.add_synthetic(
+                step_span, f"{step_span.span_id}.attempt{i}", step_span.span_id, sc.attempt_span_name(i), start, end, {
+                    sc.SEGMENT: sc.Segment.ATTEMPT.value, sc.ATTEMPT_INDEX: i, sc.ATTEMPT_OUTCOME: turns[-1].outcome.value,
+                    sc.INFERRED: (STEPS, VALIDITY)})
             for u in units.values():
                 index.update(index.current(u), parent_id=attempt.span_id)
             for t in turns:
@@ -233,13 +225,13 @@ def _task_outcome(root: SpanRecord, steps: list[list[_Turn]]) -> str | None:
     return sc.TaskOutcome.FAILED.value
 
 
-def infer_structure(index: SpanIndex, root: SpanRecord, foreign: set[Key], problems: list[str]) -> tuple[str, ...]:
-    """Infer the steps of the task rooted at `root` (an agent span), in place; returns the names
-    of the figures inferred (empty when the task has steps of ours, or none of its generations
-    and tools is another instrumentation's: our own traces are never re-interpreted)."""
+def infer_structure(index: SpanIndex, root: SpanRecord, foreign: set[Key], problems: list[str]) -> None:
+    """Infer the steps of the task rooted at `root` (an agent span), in place, and list what was
+    inferred on it. Nothing is done when the task has steps of ours, or none of its generations
+    and tools is another instrumentation's: our own traces are never re-interpreted."""
     members = _members(index, root)
     if not members or not any(key_of(m) in foreign for m in members):
-        return ()
+        return
     steps = _steps(_turns(members))
     placer = _Placer(index, root, problems)
     placed = 0
@@ -262,15 +254,13 @@ def infer_structure(index: SpanIndex, root: SpanRecord, foreign: set[Key], probl
     names = tuple(dict.fromkeys([*(previous if isinstance(previous, tuple) else ()), *inferred]))
     attrs[sc.INFERRED] = names
     index.with_attributes(root, attrs)
-    return names
 
 
-def place_foreign_in_our_steps(index: SpanIndex, step: SpanRecord, foreign: set[Key]) -> bool:
+def place_foreign_in_our_steps(index: SpanIndex, step: SpanRecord, foreign: set[Key]) -> None:
     """A step of ours whose generations (or tools) another library recorded: those spans are the
     step's children, beside the attempts our API opened when its own first span came. Each moves
     into the attempt it starts in, else the next one (which then starts where it did), else a new
-    attempt; True when anything moved."""
-    moved = False
+    attempt."""
     for c in index.children(step):
         if key_of(c) not in foreign or c.segment not in _MEMBERS:
             continue
@@ -282,12 +272,10 @@ def place_foreign_in_our_steps(index: SpanIndex, step: SpanRecord, foreign: set[
                 home = index.with_attributes(after[0], {sc.INFERRED: (ATTEMPT_BOUNDS,)}, start_ns=c.start_ns)
             else:
                 n = len(attempts) + 1
-                home = index.add(_synthetic(step, f"{step.span_id}.attempt{n}", sc.attempt_span_name(n), c.start_ns,
-                                            c.end_ns, {
-                                                sc.SEGMENT: sc.Segment.ATTEMPT.value, sc.ATTEMPT_INDEX: n,
-                                                sc.ATTEMPT_OUTCOME: Outcome.ERROR.value if failed(c) else Outcome.OK.value,
-                                                sc.INFERRED: (ATTEMPT_BOUNDS,)}))
+                home = index.add_synthetic(step, f"{step.span_id}.attempt{n}", step.span_id, sc.attempt_span_name(n),
+                                           c.start_ns, c.end_ns, {
+                                               sc.SEGMENT: sc.Segment.ATTEMPT.value, sc.ATTEMPT_INDEX: n,
+                                               sc.ATTEMPT_OUTCOME: Outcome.ERROR.value if failed(c) else Outcome.OK.value,
+                                               sc.INFERRED: (ATTEMPT_BOUNDS,)})
                 step = index.with_attributes(step, {sc.STEP_ATTEMPTS: n})
         index.update(index.current(c), parent_id=home.span_id)
-        moved = True
-    return moved
