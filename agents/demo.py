@@ -10,11 +10,16 @@ from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
-
-from agenttrace.report.terminal import make_console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
+from agenttrace.examples.agents.function_calling import build_agent, tool_call_tasks
 from agenttrace import (
     ChatModel,
     LocalChatModel,
@@ -25,7 +30,7 @@ from agenttrace import (
     render_report,
     report_from_files,
 )
-from agents.function_calling import build_agent, tool_call_tasks
+from agenttrace.report.terminal import make_console
 
 ARMS = ("baseline", "speculative")
 

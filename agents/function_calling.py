@@ -5,8 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agenttrace import Agent, AgentConfig, ChatModel, Example, GenerationParams, Task, Telemetry, ToolCall, load_tasks
-from tools import default_tools
+from agenttrace import (
+    Agent,
+    AgentConfig,
+    ChatModel,
+    Example,
+    GenerationParams,
+    Task,
+    Telemetry,
+    ToolCall,
+    load_tasks,
+)
+from agenttrace.examples.tools import default_tools
 
 TASKS_DIR = Path(__file__).parent / "tasks"
 TOOL_CALL_TASKS = TASKS_DIR / "tool_calls.jsonl"

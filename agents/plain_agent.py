@@ -3,7 +3,7 @@ traced with agenttrace. The lines marked `# +trace` are everything tracing adds 
 "Wrapping an existing agent"); delete them and the agent runs as before.
 
     agenttrace serve --port 8000 &
-    python -m agents.plain_agent --base-url http://127.0.0.1:8000/v1 --trace traces/plain.jsonl
+    python -m agenttrace.examples.agents.plain_agent --base-url http://127.0.0.1:8000/v1 --trace traces/plain.jsonl
     agenttrace report traces/plain.jsonl
 """
 
@@ -15,9 +15,9 @@ import json
 from openai import OpenAI
 
 import agenttrace as at  # +trace
+from agenttrace.examples.agents.function_calling import TOOL_CALL_TASKS
 from agenttrace import load_tasks
-from agents.function_calling import TOOL_CALL_TASKS
-from tools import default_tools
+from agenttrace.examples.tools import default_tools
 
 TOOLS = {t.name: t for t in default_tools()}
 SCHEMAS = [{"type": "function", "function": t.definition()} for t in TOOLS.values()]

@@ -16,10 +16,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from agenttrace import Agent, AgentConfig, ChatModel, Example, Task, Telemetry, Tool, ToolCall, load_tasks
-from agents.function_calling import DEFAULT_CONFIG, EXAMPLES, TASKS_DIR
-from tools import default_tools
-from tools.sql import sql
+from agenttrace.examples.agents.function_calling import DEFAULT_CONFIG, EXAMPLES, TASKS_DIR
+from agenttrace import (
+    Agent,
+    AgentConfig,
+    ChatModel,
+    Example,
+    Task,
+    Telemetry,
+    Tool,
+    ToolCall,
+    load_tasks,
+)
+from agenttrace.examples.tools import default_tools
+from agenttrace.examples.tools.sql import sql
 
 __all__ = ["SUITES", "Suite", "load_suite"]
 

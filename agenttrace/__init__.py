@@ -9,10 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agenttrace.agent import Agent, AgentConfig, AttemptRecord, StepRecord, TaskResult
-from agenttrace.chat import CancelToken, ChatModel, Generation, GenerationParams, Message, SpecRound
 from agenttrace.clock import Clock, FakeClock, MonotonicClock
-from agenttrace.content import ContentPolicy
 from agenttrace.errors import (
     AgentTraceError,
     ArgumentsInvalid,
@@ -23,6 +20,14 @@ from agenttrace.errors import (
     ParseError,
     ToolError,
     ToolFailed,
+)
+from agenttrace.generation.chat import (
+    CancelToken,
+    ChatModel,
+    Generation,
+    GenerationParams,
+    Message,
+    SpecRound,
 )
 from agenttrace.instrument import (
     PropagatingExecutor,
@@ -48,11 +53,19 @@ from agenttrace.instrument import (
     validate_tool_calls,
     validation_span,
 )
-from agenttrace.parse import FinalAnswer, ToolCall
-from agenttrace.prompt import Example, PromptStyle
-from agenttrace.tasks import ExpectedCall, Task, load_tasks
+from agenttrace.runtime.agent import (
+    Agent,
+    AgentConfig,
+    AttemptRecord,
+    StepRecord,
+    TaskResult,
+)
+from agenttrace.runtime.parse import FinalAnswer, ToolCall
+from agenttrace.runtime.prompt import Example, PromptStyle
+from agenttrace.runtime.tasks import ExpectedCall, Task, load_tasks
+from agenttrace.runtime.tools import Tool
 from agenttrace.telemetry import Telemetry
-from agenttrace.tools import Tool
+from agenttrace.telemetry.content import ContentPolicy
 
 if TYPE_CHECKING:
     from agenttrace.adapters.callable import wrap_model
@@ -60,7 +73,7 @@ if TYPE_CHECKING:
     from agenttrace.adapters.transformers import trace_generate
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
-    from agenttrace.models import load_model
+    from agenttrace.generation.models import load_model
     from agenttrace.report import report_from_files
     from agenttrace.report.terminal import render_report
 
@@ -134,7 +147,7 @@ __all__ = [
 _LAZY = {
     "LocalChatModel": "agenttrace.generation.local",
     "PromptLookupDrafter": "agenttrace.generation.drafters",
-    "load_model": "agenttrace.models",
+    "load_model": "agenttrace.generation.models",
     # reports pull in numpy and rich; a wrapped agent that only records spans need not
     "report_from_files": "agenttrace.report",
     "render_report": "agenttrace.report.terminal",

@@ -12,12 +12,19 @@ from typing import Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
 from opentelemetry.semconv._incubating.attributes.host_attributes import HOST_NAME
-from opentelemetry.semconv._incubating.metrics import gen_ai_metrics as _gen_ai_metrics
 from opentelemetry.semconv._incubating.attributes.process_attributes import PROCESS_PID
+from opentelemetry.semconv._incubating.metrics import gen_ai_metrics as _gen_ai_metrics
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
-from opentelemetry.semconv.attributes.server_attributes import SERVER_ADDRESS, SERVER_PORT
-from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME, SERVICE_VERSION
+from opentelemetry.semconv.attributes.server_attributes import (
+    SERVER_ADDRESS,
+    SERVER_PORT,
+)
+from opentelemetry.semconv.attributes.service_attributes import (
+    SERVICE_NAME,
+    SERVICE_VERSION,
+)
 from opentelemetry.semconv.schemas import Schemas
+
 
 class Segment(StrEnum):
     """Where a span's self time is charged (`agenttrace.segment`)."""
@@ -112,7 +119,7 @@ GEN_AI_REQUEST_STOP_SEQUENCES: Final = _gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES
 GEN_AI_REQUEST_STREAM: Final = _gen_ai.GEN_AI_REQUEST_STREAM
 GEN_AI_RESPONSE_ID: Final = _gen_ai.GEN_AI_RESPONSE_ID
 GEN_AI_RESPONSE_MODEL: Final = _gen_ai.GEN_AI_RESPONSE_MODEL
-# opt-in content (off by default; see agenttrace.content)
+# opt-in content (off by default; see agenttrace.telemetry.content)
 GEN_AI_INPUT_MESSAGES: Final = _gen_ai.GEN_AI_INPUT_MESSAGES
 GEN_AI_OUTPUT_MESSAGES: Final = _gen_ai.GEN_AI_OUTPUT_MESSAGES
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = _gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS

@@ -81,7 +81,7 @@ def pack() -> int:
         wheel = next(f for f in WHEELS.iterdir() if _key(f.name.split("-")[0]) == _key(name))
         pins[_key(name)] = wheel.name.split("-")[1]
     (WHEELS / "requirements.json").write_text(json.dumps(pins, indent=1))
-    from agenttrace.models import find_bundled_gguf
+    from agenttrace.generation.models import find_bundled_gguf
 
     gguf = find_bundled_gguf()
     data = gguf.read_bytes()

@@ -13,7 +13,7 @@ os.environ.setdefault("AGENTTRACE_STRICT_TELEMETRY", "1")
 @pytest.fixture(scope="session")
 def bundled():
     """The bundled SmolLM2 model (converted into the cache on first use, ~30 s; then ~1 s)."""
-    from agenttrace.models import load_model
+    from agenttrace.generation.models import load_model
 
     return load_model()
 

@@ -104,9 +104,10 @@ def _error_text(exc: Exception) -> str:
 
 # -- the ecosystem's instrumentations -----------------------------------------------------------
 def run_genai() -> None:
+    import inspect
+
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
     from opentelemetry.util.genai.handler import TelemetryHandler
-    import inspect
 
     c = client()
     provider = file_provider(f"foreign-{MODE}")
@@ -244,8 +245,9 @@ def run_agenttrace() -> None:
 
 
 def run_mixed() -> None:
-    import agenttrace as at
     from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+    import agenttrace as at
 
     c = client()
     tel = at.configure(trace_file=OUT, service_name="mixed-loop")

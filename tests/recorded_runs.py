@@ -6,11 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from opentelemetry import trace
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags, TraceState
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    TraceState,
+)
 
 from agenttrace import Agent, FakeClock, Task, Telemetry
 from agenttrace.testing import ScriptedModel, ScriptedReply
-from tools import default_tools
+from agenttrace.examples.tools import default_tools
 
 CALL = '{"tool": "calculator", "arguments": {"expression": "2+2"}}'
 ANSWER = '{"answer": "4"}'

@@ -9,7 +9,12 @@ from opentelemetry.trace import StatusCode
 
 from agenttrace import Agent, AgentConfig, CancelToken, FakeClock, Task, Tool, ToolError
 from agenttrace import semconv as sc
-from agenttrace.testing import ScriptedModel, ScriptedReply, capture_telemetry, spans_by_name
+from agenttrace.testing import (
+    ScriptedModel,
+    ScriptedReply,
+    capture_telemetry,
+    spans_by_name,
+)
 
 CALL = '{"tool": "weather", "arguments": {"city": "Paris"}}'
 ANSWER = '{"answer": "Light rain, 12.5 C."}'

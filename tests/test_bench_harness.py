@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from agenttrace.agent import Agent
+from agenttrace.examples.agents.function_calling import EXAMPLES
+from agenttrace.examples.agents.suites import load_suite
 from agenttrace.bench.harness import options_from
 from agenttrace.bench.harness.figures import ALL, MIN_SAMPLES, compute, judged
 from agenttrace.bench.harness.options import HarnessOptions, quick
@@ -28,11 +29,10 @@ from agenttrace.bench.harness.runner import (
 from agenttrace.bench.harness.sensors import ResourceMeter, ResourceUse
 from agenttrace.cli import build_parser
 from agenttrace.report.stats import bootstrap_ratio_of_medians
+from agenttrace.runtime.agent import Agent
 from agenttrace.telemetry import Telemetry
 from agenttrace.testing import FakeClock, ScriptedModel, ScriptedReply
-from agents.function_calling import EXAMPLES
-from agents.suites import load_suite
-from tools import default_tools
+from agenttrace.examples.tools import default_tools
 
 WEATHER = [t for t in load_suite("tool_calls").tasks if t.id.startswith("weather-") and t.expected_answer][:6]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agenttrace import ToolError
-from tools.calculator import evaluate
+from agenttrace.examples.tools.calculator import evaluate
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import json
 import agenttrace as at
 from agenttrace import Agent, AgentConfig, ContentPolicy, FakeClock
 from agenttrace import semconv as sc
-from agenttrace.content import CONTENT_ENV
+from agenttrace.telemetry.content import CONTENT_ENV
 from agenttrace.testing import ScriptedModel, capture_telemetry, spans_by_name
 from tests.test_agent import weather_tool
 
@@ -62,7 +62,9 @@ def test_configure_setting_reaches_the_wrapper_spans(monkeypatch):
     monkeypatch.delenv(CONTENT_ENV, raising=False)
     memory_tel = at.configure(capture_content=True, clock=FakeClock(), synchronous=True, exporters=[])
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
 
     memory = InMemorySpanExporter()
     memory_tel.provider.add_span_processor(SimpleSpanProcessor(memory))

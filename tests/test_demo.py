@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from agenttrace.examples.agents.demo import DemoOptions, run_demo
 from agenttrace.report import report_from_files
-from agents.demo import DemoOptions, run_demo
 
 
 @pytest.mark.model

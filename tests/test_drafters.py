@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_loop import tiny_prompts
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from agenttrace import FakeClock, GenerationParams, Message
-from agenttrace.generation.draft_model import DraftModelDrafter, early_exit_drafter, early_exit_view
+from agenttrace.generation.draft_model import (
+    DraftModelDrafter,
+    early_exit_drafter,
+    early_exit_view,
+)
 from agenttrace.generation.drafters import PromptLookupDrafter
 from agenttrace.generation.loop import StopCriteria, generate
-from test_loop import tiny_prompts
 
 GREEDY = GenerationParams(max_tokens=40)
 

@@ -8,8 +8,8 @@ import pytest
 
 from agenttrace import ToolError
 from agenttrace.errors import ToolFailed
-from agenttrace.tools import run_tool
-from tools.file_search import make_file_search
+from agenttrace.runtime.tools import run_tool
+from agenttrace.examples.tools.file_search import make_file_search
 
 
 @pytest.fixture

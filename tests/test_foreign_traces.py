@@ -20,12 +20,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import foreign_envs
+import pytest
+from fake_openai import base_url, fake_openai
+
 from agenttrace.report import report_from_files
 from agenttrace.report.model import Report
-from fake_openai import base_url, fake_openai
 
 pytestmark = pytest.mark.e2e
 

@@ -12,9 +12,14 @@ import agenttrace as at
 from agenttrace import Agent, AgentConfig, FakeClock, Task, Tool, ToolError
 from agenttrace import semconv as sc
 from agenttrace.errors import ParseError
-from agenttrace.parse import FinalAnswer, parse_decision
 from agenttrace.report import report_from_files
-from agenttrace.testing import ScriptedModel, ScriptedReply, capture_telemetry, spans_by_name
+from agenttrace.runtime.parse import FinalAnswer, parse_decision
+from agenttrace.testing import (
+    ScriptedModel,
+    ScriptedReply,
+    capture_telemetry,
+    spans_by_name,
+)
 
 CALL = '{"tool": "weather", "arguments": {"city": "Paris"}}'
 BAD_ARGS = '{"tool": "weather", "arguments": {"town": "Paris"}}'

@@ -8,12 +8,12 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from shared_fixtures import shared_fixture
 
 from agenttrace.cli import main
-from agenttrace.jaeger_input import JaegerQuery, parse_lookback, query_jaeger
 from agenttrace.report.tree import SpanTree
-from agenttrace.tracedata import load_spans
-from shared_fixtures import shared_fixture
+from agenttrace.traces.jaeger_input import JaegerQuery, parse_lookback, query_jaeger
+from agenttrace.traces.load import load_spans
 
 
 def test_jaegers_own_fixture_loads_with_its_odd_cases():

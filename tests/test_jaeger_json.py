@@ -14,13 +14,21 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceState
-
-from agenttrace.cli import main
-from agenttrace.jaeger_json import JaegerResponse, JaegerTrace, to_jaeger
-from agenttrace.otlp_file import read_spans
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceState,
+)
 from recorded_runs import record_agent_run
 from shared_fixtures import shared_fixture
+
+from agenttrace.cli import main
+from agenttrace.traces.jaeger_json import JaegerResponse, JaegerTrace, to_jaeger
+from agenttrace.traces.otlp_file import read_spans
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000_000_000_000

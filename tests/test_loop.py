@@ -5,8 +5,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agenttrace import CancelToken, FakeClock, GenerationCancelled, GenerationParams, Message
-from agenttrace.generation.drafters import Draft, PromptLookupDrafter, longest_suffix_match, prompt_lookup
+from agenttrace import (
+    CancelToken,
+    FakeClock,
+    GenerationCancelled,
+    GenerationParams,
+    Message,
+)
+from agenttrace.generation.drafters import (
+    Draft,
+    PromptLookupDrafter,
+    longest_suffix_match,
+    prompt_lookup,
+)
 from agenttrace.generation.loop import StopCriteria, generate
 
 GREEDY = GenerationParams(max_tokens=40)

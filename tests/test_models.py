@@ -5,7 +5,7 @@ import importlib.metadata
 import pytest
 
 from agenttrace import ModelUnavailable
-from agenttrace import models
+from agenttrace.generation import models
 
 
 def test_a_missing_model_package_says_what_to_install(monkeypatch, tmp_path):

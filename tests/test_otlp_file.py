@@ -7,10 +7,10 @@ from pathlib import Path
 
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-
-from agenttrace.otlp_file import read_spans, spans_from_request
 from recorded_runs import LINKED, REMOTE_SPAN_ID, REMOTE_TRACE_ID, record_agent_run
 from shared_fixtures import shared_fixture
+
+from agenttrace.traces.otlp_file import read_spans, spans_from_request
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((ROOT / "traces" / "samples").glob("*.jsonl"))

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_loop import tiny_prompts
 from torch import nn
 
 from agenttrace import FakeClock, GenerationParams
 from agenttrace.generation.drafters import PromptLookupDrafter
 from agenttrace.generation.loop import StopCriteria, generate
 from agenttrace.generation.packed import PackedLinear, packed_view, packing_available
-from test_loop import tiny_prompts
-
 
 
 def test_the_view_shares_weights_and_leaves_the_model_alone(tiny_model):

@@ -15,11 +15,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-
-from agenttrace.cli import main
-from agenttrace.tracedata import SpanRecord, load_spans
 from phoenix_server import running_phoenix
 from recorded_runs import record_agent_run
+
+from agenttrace.cli import main
+from agenttrace.traces.load import load_spans
+from agenttrace.traces.records import SpanRecord
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 

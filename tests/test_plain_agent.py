@@ -25,7 +25,7 @@ def test_tracing_adds_fewer_than_15_lines():
 
 @pytest.mark.model
 def test_the_wrapped_plain_agent_gets_a_full_report(bundled, tmp_path):
-    from agents import plain_agent
+    from agenttrace.examples.agents import plain_agent
 
     server_tel, _ = capture_telemetry(MonotonicClock())
     trace = tmp_path / "plain.jsonl"

@@ -99,8 +99,8 @@ def test_cancellation_stops_within_a_round_and_releases_the_caches(tiny_model, m
 
 @pytest.mark.model
 def test_agent_steps_reuse_the_prefix_and_give_identical_outputs(bundled):
+    from agenttrace.examples.agents.function_calling import build_agent, tool_call_tasks
     from agenttrace import LocalChatModel, Telemetry
-    from agents.function_calling import build_agent, tool_call_tasks
 
     tasks = tool_call_tasks()[:2]
     texts = {}

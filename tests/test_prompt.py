@@ -2,8 +2,14 @@ from __future__ import annotations
 
 from agenttrace import Example, ToolCall
 from agenttrace.errors import ArgumentsInvalid
-from agenttrace.prompt import PromptStyle, build_messages, observation, retry_feedback, tool_signature
-from tools import default_tools, weather
+from agenttrace.runtime.prompt import (
+    PromptStyle,
+    build_messages,
+    observation,
+    retry_feedback,
+    tool_signature,
+)
+from agenttrace.examples.tools import default_tools, weather
 
 
 def test_tool_signatures_are_compact_and_mark_optional_arguments():

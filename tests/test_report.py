@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from trace_builder import S, write_trace
 
 from agenttrace.cli import main
 from agenttrace.report import report_from_files
-from trace_builder import S, write_trace
 
 SAMPLES_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "traces" / "samples"
 
@@ -158,7 +158,7 @@ def test_the_report_paths_never_import_torch(tmp_path):
         "        main(['report', d, '--format', fmt, '-o', d + '/out.' + fmt])\n"
         "    main(['compare', 'a', 'b', '--in', d, '--format', 'json', '--resamples', '100'])\n"
         "    main(['report', '--jaeger', 'http://127.0.0.1:9', '--service', 's', '--format', 'json'])\n"
-        "import agenttrace.telemetry, agenttrace.tracedata, agenttrace.jaeger_input, agenttrace.report.html\n"
+        "import agenttrace.telemetry, agenttrace.traces.load, agenttrace.traces.jaeger_input, agenttrace.report.html\n"
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
         "print('HEAVY', bad, file=sys.stderr); sys.exit(1 if bad else 0)"
     )

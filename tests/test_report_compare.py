@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 from agenttrace.cli import main
 from agenttrace.report.compare import compare_tasks
 from agenttrace.report.model import SegmentTimes, SpecFigures, TaskFigures

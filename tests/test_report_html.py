@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from agenttrace.report.compare import compare_labels
-from agenttrace.report.figures import report_from_files
-from agenttrace.report.html import report_html
 from chromium import Browser, ensure_chromium
 from test_report import known_task
 from trace_builder import S, write_trace
+
+from agenttrace.report.build import report_from_files
+from agenttrace.report.compare import compare_labels
+from agenttrace.report.html import report_html
 
 PAYLOAD = "<script>window.__pwned=1</script>"
 IMG = '<img src=x onerror="window.__pwned=2">'

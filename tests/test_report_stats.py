@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agenttrace.report.stats import bootstrap_paired_ratio, bootstrap_ratio_of_medians, distribution
+from agenttrace.report.stats import (
+    bootstrap_paired_ratio,
+    bootstrap_ratio_of_medians,
+    distribution,
+)
 
 
 def test_distribution_reports_p99_only_from_100_samples():

@@ -9,7 +9,7 @@ import pytest
 
 from agenttrace.report.segments import breakdown
 from agenttrace.report.tree import SpanTree, critical_path
-from agenttrace.tracedata import SpanRecord
+from agenttrace.traces.records import SpanRecord
 
 _ids = itertools.count(1)
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from trace_builder import S, write_trace
 
 from agenttrace.report import report_from_files
 from agenttrace.report.whatif import expected_speedup, tokens_per_round
-from trace_builder import S, write_trace
 
 
 def test_expected_speedup_formula():

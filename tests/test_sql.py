@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agenttrace.errors import ToolFailed
-from agenttrace.tools import run_tool
-from tools.sql import MAX_ROWS, run_query, schema_text, sql
+from agenttrace.runtime.tools import run_tool
+from agenttrace.examples.tools.sql import MAX_ROWS, run_query, schema_text, sql
 
 
 def test_reads_the_shop_tables():

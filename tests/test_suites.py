@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from agenttrace.tools import run_tool
-from agents.suites import SUITES, load_suite
+from agenttrace.examples.agents.suites import SUITES, load_suite
+from agenttrace.runtime.tools import run_tool
 
 MIN_TASKS = 20
 
@@ -65,7 +65,7 @@ def test_expected_first_calls_really_produce_what_the_task_needs():
 
 
 def test_code_suite_answers_come_from_the_shop_data():
-    from tools.sql import run_query
+    from agenttrace.examples.tools.sql import run_query
 
     suite = load_suite("code")
     # a spot check that the data behind the SQL tasks is what the expected answers say

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
+from agenttrace.examples.agents.function_calling import tool_call_tasks
 from agenttrace import InputFileError, Task, ToolCall, load_tasks
-from agenttrace.parse import FinalAnswer
-from agenttrace.tasks import decision_matches
-from agents.function_calling import tool_call_tasks
-from tools import default_tools
+from agenttrace.runtime.parse import FinalAnswer
+from agenttrace.runtime.tasks import decision_matches
+from agenttrace.examples.tools import default_tools
 
 
 def test_the_reference_task_set_is_well_formed():

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from agenttrace import Agent, FakeClock, Telemetry
 from agenttrace.telemetry.exporters import resolve_otlp_endpoint
 from agenttrace.testing import ScriptedModel
-from tools import default_tools
+from agenttrace.examples.tools import default_tools
 
 REPLIES = ['{"tool": "calculator", "arguments": {"expression": "2+2"}}', '{"answer": "4"}']
 
@@ -109,8 +109,9 @@ def test_resource_names_the_service_and_the_run(tmp_path):
 
 
 def test_live_export_over_http_and_grpc_delivers_what_the_file_records(tmp_path):
-    from agenttrace.otlp_file import read_spans
     from otlp_receiver import grpc_receiver, http_receiver
+
+    from agenttrace.traces.otlp_file import read_spans
 
     for receiver, protocol in ((http_receiver, "http/protobuf"), (grpc_receiver, "grpc")):
         clock = FakeClock()

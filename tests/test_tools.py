@@ -9,7 +9,7 @@ from opentelemetry import trace
 
 from agenttrace import Tool, ToolError
 from agenttrace.errors import ToolFailed
-from agenttrace.tools import render_result, run_tool
+from agenttrace.runtime.tools import render_result, run_tool
 
 SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}}
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from shared_fixtures import shared_fixture
 
 from agenttrace import Agent, FakeClock
 from agenttrace.testing import ScriptedModel, ScriptedReply, capture_telemetry
-from agenttrace.tracedata import load_spans
-from tools import default_tools
-from shared_fixtures import shared_fixture
+from agenttrace.traces.load import load_spans
+from agenttrace.examples.tools import default_tools
 
 
 def test_trace_file_round_trips(tmp_path):

@@ -7,12 +7,12 @@ import json
 
 import pytest
 from rich.console import Console
+from trace_builder import S, foreign, write_trace
 
 from agenttrace.report import report_from_files
 from agenttrace.report.html import report_html
 from agenttrace.report.markdown import report_markdown
 from agenttrace.report.terminal import render_report
-from trace_builder import S, foreign, write_trace
 
 approx = lambda x: pytest.approx(x, abs=1e-9)  # noqa: E731
 CLIENT, SERVER = 3, 2

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from agenttrace import ToolError
-from tools.units import convert
+from agenttrace.examples.tools.units import convert
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from agenttrace import ToolError
-from tools.weather import lookup
+from agenttrace.examples.tools.weather import lookup
 
 
 def test_lookup_is_case_insensitive_and_converts_units():

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 
 from agenttrace import Tool
-from tools.calculator import calculator
-from tools.file_search import DEFAULT_ROOT, make_file_search
-from tools.units import unit_converter
-from tools.weather import weather
+from agenttrace.examples.tools.calculator import calculator
+from agenttrace.examples.tools.file_search import DEFAULT_ROOT, make_file_search
+from agenttrace.examples.tools.units import unit_converter
+from agenttrace.examples.tools.weather import weather
 
 __all__ = ["calculator", "default_tools", "make_file_search", "unit_converter", "weather"]
 

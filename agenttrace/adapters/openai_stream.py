@@ -20,9 +20,15 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.adapters.replies import read_reply, usage_of
-from agenttrace.content import chat_input_messages, chat_output_messages
-from agenttrace.instrument.frames import Placement, end_span, is_cancellation, place_leaf, start_span
+from agenttrace.instrument.frames import (
+    Placement,
+    end_span,
+    is_cancellation,
+    place_leaf,
+    start_span,
+)
 from agenttrace.telemetry import Telemetry
+from agenttrace.telemetry.content import chat_input_messages, chat_output_messages
 
 __all__ = ["AsyncTracedStream", "ChatCall", "TracedStream"]
 

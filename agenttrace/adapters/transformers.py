@@ -27,8 +27,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agenttrace.chat import Generation, SpecRound
 from agenttrace.clock import Clock
+from agenttrace.generation.chat import Generation, SpecRound
 from agenttrace.instrument.operations import generation_span
 from agenttrace.telemetry import Telemetry
 

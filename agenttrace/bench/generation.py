@@ -99,7 +99,7 @@ def _hf_arm(model, tokenizer, **kwargs) -> Callable[[list[int], int], Run]:
 
 
 def _our_arm(chat_model) -> Callable[[list[int], int], Run]:
-    from agenttrace.chat import GenerationParams
+    from agenttrace.generation.chat import GenerationParams
 
     def run(ids: list[int], budget: int) -> Run:
         gen, out = chat_model.complete_ids(ids, GenerationParams(max_tokens=budget))
@@ -210,7 +210,7 @@ def measure_arms(loaded, arm_names: list[str], repeats: int, seed: int, progress
 def measure_agent_steps(loaded, repeats: int, progress) -> list[StepRow]:
     """Step 2 and a retry of step 1, after step 1 ran: with the prefix cache each starts from the
     KV entries of step 1's call; without it each prefills its whole prompt."""
-    from agenttrace.chat import GenerationParams
+    from agenttrace.generation.chat import GenerationParams
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.prefix_cache import PrefixCache
@@ -324,11 +324,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
     from rich.progress import Progress
 
-    import torch
-
-    from agenttrace.models import load_model
+    from agenttrace.generation.models import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agenttrace.chat import Message
-from agenttrace.parse import ToolCall
-from agenttrace.prompt import PromptStyle, build_messages, decision_text, observation, retry_feedback
 from agenttrace.errors import ArgumentsInvalid
-from agenttrace.tools import render_result, run_tool
+from agenttrace.generation.chat import Message
+from agenttrace.runtime.parse import ToolCall
+from agenttrace.runtime.prompt import (
+    PromptStyle,
+    build_messages,
+    decision_text,
+    observation,
+    retry_feedback,
+)
+from agenttrace.runtime.tools import render_result, run_tool
 
 FREE_TEXT = (
     "Rewrite this message in a formal tone: Hey team, the build broke again last night because someone "
@@ -46,8 +52,8 @@ def free_text_prompts() -> list[list[Message]]:
 def agent_steps(task_index: int = 0) -> AgentSteps:
     """The prompts the reference agent sends for one task, with the expected call as step 1's
     decision and the tool's real result, and a retry after a typical schema mistake."""
-    from agents.function_calling import EXAMPLES, tool_call_tasks
-    from tools import default_tools
+    from agenttrace.examples.agents.function_calling import EXAMPLES, tool_call_tasks
+    from agenttrace.examples.tools import default_tools
 
     tools = default_tools()
     by_name = {t.name: t for t in tools}

@@ -205,8 +205,8 @@ def generate(path: Path, spans: int, seed: int = 0) -> int:
 
 def measure(path: str) -> dict[str, float]:
     """Load and analyse one trace file in this process: seconds per phase and peak RSS."""
-    from agenttrace.report.figures import build_report
-    from agenttrace.tracedata import load_spans
+    from agenttrace.report.build import build_report
+    from agenttrace.traces.load import load_spans
 
     t0, c0 = time.perf_counter(), time.process_time()
     loaded = load_spans([path])

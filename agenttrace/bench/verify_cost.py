@@ -86,7 +86,7 @@ def build_model(spec: str, device: str, dtype: str):
         with torch.device(device):
             model = LlamaForCausalLM(config).to(getattr(torch, dtype))
         return model.eval(), spec
-    from agenttrace.models import load_model
+    from agenttrace.generation.models import load_model
 
     loaded = load_model(None if spec == "bundled" else spec, device=device, dtype=dtype)
     return loaded.model, loaded.name

@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from agenttrace.report.inputs import add_input_options
+    from agenttrace.commands.options import add_input_options
 
     cmp = sub.add_parser("compare", help="compare two runs (files, or run labels) figure by figure, noise vs gain")
     cmp.add_argument("a", help="run A: a trace file or folder, or a run label (with --in / --jaeger)")
@@ -26,10 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agenttrace.commands.options import jaeger_query
     from agenttrace.commands.report import write_output
+    from agenttrace.report.build import report_from_load
     from agenttrace.report.compare import compare_labels, compare_reports
-    from agenttrace.report.figures import report_from_load
-    from agenttrace.report.inputs import InputError, jaeger_query, load_inputs
+    from agenttrace.traces.load import InputError, load_inputs
 
     waterfalls = 50 if args.format == "html" else 0
     opts = {"seed": args.seed, "resamples": args.resamples}

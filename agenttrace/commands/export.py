@@ -44,9 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agenttrace.otlp_file import read_spans
-    from agenttrace.replay import ReplayError, replay_spans
     from agenttrace.telemetry.exporters import resolve_otlp_endpoint
+    from agenttrace.traces.otlp_file import read_spans
+    from agenttrace.traces.replay import ReplayError, replay_spans
 
     if args.otlp is None and args.jaeger_json is None:
         print("agenttrace export: say where to: --otlp [URL] and/or --jaeger-json OUT", file=sys.stderr)
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _write_jaeger_json(spans: Sequence[ReadableSpan], out: str, what: str, say: TextIO) -> None:
     """Write Jaeger's JSON model of `spans` to `out` (a path, or '-' for stdout)."""
-    from agenttrace.jaeger_json import to_jaeger
+    from agenttrace.traces.jaeger_json import to_jaeger
 
     text = to_jaeger(spans).model_dump_json()
     if out == "-":

@@ -9,7 +9,7 @@ FORMATS = ("terminal", "markdown", "json", "html")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from agenttrace.report.inputs import add_input_options
+    from agenttrace.commands.options import add_input_options
 
     report = sub.add_parser(
         "report", help="per-step latency report of traces (OTLP/JSON or Jaeger JSON files, or Jaeger's query API)")
@@ -36,9 +36,10 @@ def write_output(text: str, output: str | None) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from agenttrace.report.figures import report_from_load
-    from agenttrace.report.inputs import InputError, jaeger_query, load_inputs
+    from agenttrace.commands.options import jaeger_query
+    from agenttrace.report.build import report_from_load
     from agenttrace.report.model import Report
+    from agenttrace.traces.load import InputError, load_inputs
 
     if args.json_schema:
         print(json.dumps(Report.model_json_schema(), indent=2))

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agenttrace.errors import ModelUnavailable
-    from agenttrace.models import load_model
+    from agenttrace.generation.models import load_model
     from agenttrace.serve.server import ServeOptions, build_engine, serve_forever
     from agenttrace.telemetry import Telemetry
 

@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from agenttrace.chat import GenerationParams
+from agenttrace.generation.chat import GenerationParams
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,14 @@ from collections.abc import Callable, Sequence
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agenttrace.chat import CancelToken, Generation, GenerationParams, Message
 from agenttrace.clock import Clock, MonotonicClock, default_clock
 from agenttrace.generation.adaptive import KController
+from agenttrace.generation.chat import (
+    CancelToken,
+    Generation,
+    GenerationParams,
+    Message,
+)
 from agenttrace.generation.drafters import Drafter
 from agenttrace.generation.loop import Decoded, StopCriteria, generate
 from agenttrace.generation.packed import packed_view

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
-from agenttrace.chat import CancelToken, GenerationParams, SpecRound
 from agenttrace.clock import Clock
 from agenttrace.errors import GenerationCancelled
 from agenttrace.generation import kv, sampling
 from agenttrace.generation.adaptive import KController
+from agenttrace.generation.chat import CancelToken, GenerationParams, SpecRound
 from agenttrace.generation.drafters import Draft, Drafter
 from agenttrace.generation.prefix_cache import PrefixCache
 from agenttrace.generation.verify import verify_greedy, verify_sampled

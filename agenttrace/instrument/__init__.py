@@ -35,7 +35,12 @@ from agenttrace.instrument.structure import (
     step_span,
     turn_span,
 )
-from agenttrace.instrument.validation import ValidationResult, validate_tool_call, validate_tool_calls, validation_span
+from agenttrace.instrument.validation import (
+    ValidationResult,
+    validate_tool_call,
+    validate_tool_calls,
+    validation_span,
+)
 
 __all__ = [
     "AgentRun",

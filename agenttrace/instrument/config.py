@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from agenttrace.clock import Clock
-from agenttrace.content import DEFAULT_MAX_CHARS, ContentPolicy
 from agenttrace.telemetry import Detail, Telemetry
+from agenttrace.telemetry.content import DEFAULT_MAX_CHARS, ContentPolicy
 from agenttrace.telemetry.setup import ExportSummary
 
 __all__ = ["configure", "get_telemetry", "shutdown"]

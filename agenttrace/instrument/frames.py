@@ -31,7 +31,13 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.errors import ArgumentsInvalid, GenerationCancelled, ModelMistake, ParseError, ToolFailed
+from agenttrace.errors import (
+    ArgumentsInvalid,
+    GenerationCancelled,
+    ModelMistake,
+    ParseError,
+    ToolFailed,
+)
 from agenttrace.instrument.config import get_telemetry
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import error_type, mark_error

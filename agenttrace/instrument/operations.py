@@ -10,11 +10,28 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.chat import CancelToken, ChatModel, Generation, GenerationParams, Message
+from agenttrace.generation.chat import (
+    CancelToken,
+    ChatModel,
+    Generation,
+    GenerationParams,
+    Message,
+)
+from agenttrace.instrument.frames import (
+    Frame,
+    Placement,
+    end_span,
+    is_cancellation,
+    place_leaf,
+    start_span,
+)
 from agenttrace.instrument.scope import Scope
-from agenttrace.instrument.frames import Frame, Placement, end_span, is_cancellation, place_leaf, start_span
 from agenttrace.telemetry import Telemetry
-from agenttrace.telemetry.generation import record_chat_content, record_generation, request_attributes
+from agenttrace.telemetry.generation import (
+    record_chat_content,
+    record_generation,
+    request_attributes,
+)
 from agenttrace.telemetry.spans import tool_attributes
 
 __all__ = [
@@ -129,7 +146,10 @@ class GenerationHandle(_Handle):
 
     def messages(self, inputs: Iterable[Any] | None = None, output_text: str | None = None, *, finish_reason: str | None = None, tool_calls: Iterable[Any] = ()) -> None:
         """Opt-in content (recorded only when content capture is on; redacted and capped)."""
-        from agenttrace.content import chat_input_messages, chat_output_messages
+        from agenttrace.telemetry.content import (
+            chat_input_messages,
+            chat_output_messages,
+        )
 
         policy = self.placement.tel.content
         if not policy.enabled:

@@ -17,7 +17,13 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from agenttrace.instrument.config import get_telemetry
-from agenttrace.instrument.frames import Frame, current_frame, frame_telemetry, pop_frame, push_frame
+from agenttrace.instrument.frames import (
+    Frame,
+    current_frame,
+    frame_telemetry,
+    pop_frame,
+    push_frame,
+)
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.guard import guarded, strict
 

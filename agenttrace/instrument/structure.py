@@ -9,7 +9,7 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.instrument.scope import Scope
+from agenttrace.instrument.config import get_telemetry
 from agenttrace.instrument.frames import (
     AgentRun,
     Attempt,
@@ -21,7 +21,7 @@ from agenttrace.instrument.frames import (
     place_leaf,
     start_span,
 )
-from agenttrace.instrument.config import get_telemetry
+from agenttrace.instrument.scope import Scope
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import mark_error
 

@@ -20,12 +20,19 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.errors import ArgumentsInvalid
+from agenttrace.instrument.frames import (
+    Frame,
+    Placement,
+    end_span,
+    is_cancellation,
+    place_leaf,
+    start_span,
+)
 from agenttrace.instrument.scope import Scope
-from agenttrace.instrument.frames import Frame, Placement, end_span, is_cancellation, place_leaf, start_span
+from agenttrace.runtime.tools import Tool
+from agenttrace.runtime.validate import validate_arguments
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import mark_error
-from agenttrace.tools import Tool
-from agenttrace.validate import validate_arguments
 
 __all__ = ["ValidationHandle", "ValidationResult", "validate_tool_call", "validate_tool_calls", "validation_span"]
 

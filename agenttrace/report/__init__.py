@@ -14,7 +14,7 @@ torch nor transformers, so reports run anywhere the traces are.
     terminal.py, markdown.py, html.py (+ charts.py)   renderings
 """
 
-from agenttrace.report.figures import build_report, report_from_files
+from agenttrace.report.build import build_report, report_from_files
 from agenttrace.report.model import Report
 
 __all__ = ["Report", "build_report", "report_from_files"]

@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agenttrace.report.model import SEGMENT_FIELDS, Comparison, FigureComparison, Report, TaskFigures
+from agenttrace.report.model import (
+    SEGMENT_FIELDS,
+    Comparison,
+    FigureComparison,
+    Report,
+    TaskFigures,
+)
 from agenttrace.report.runs import run_figures
 from agenttrace.report.stats import bootstrap_ratio_of_medians
 

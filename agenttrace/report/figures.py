@@ -15,23 +15,24 @@ from dataclasses import dataclass, field
 from agenttrace import semconv as sc
 from agenttrace.report.model import (
     SEGMENT_FIELDS,
-    ConventionFigures,
     GenerationFigures,
-    InputFigures,
-    LeftOutFigures,
     PathSectionFigures,
-    Report,
     StepFigures,
     TaskFigures,
     WaterfallSpan,
     lean,
 )
 from agenttrace.report.segments import Breakdown, breakdowns, sum_segments
-from agenttrace.report.spec import AcceptanceStats, acceptance_stats, aggregate, generation_figures, server_side
+from agenttrace.report.spec import (
+    AcceptanceStats,
+    acceptance_stats,
+    aggregate,
+    generation_figures,
+    server_side,
+)
 from agenttrace.report.tree import SpanTree, critical_path
-from agenttrace.traces import Reading, normalise, structure
-from agenttrace.traces.remote import NETWORK_SPLIT
-from agenttrace.tracedata import LoadResult, SpanRecord, load_spans
+from agenttrace.traces import structure
+from agenttrace.traces.records import SpanRecord
 
 NS = 1e9
 _OK = sc.AttemptOutcome.OK.value
@@ -295,45 +296,3 @@ def analyse(tree: SpanTree, *, waterfalls: int = 0) -> list[TaskAnalysis]:
                     key=lambda s: s.start_ns)
     tasks = [task_figures(tree, a, waterfall=i < waterfalls) for i, a in enumerate(agents)]
     return tasks + partial_tasks(tree)
-
-
-def build_report(spans: list[SpanRecord], sources: list[str], problems: list[str], *, waterfalls: int = 0) -> Report:
-    """Figures for every task found among `spans`: per task and step, per run label, the run as a
-    whole, and the speculation what-if. `waterfalls`: how many tasks keep their spans for charts."""
-    from agenttrace.report.runs import assemble_report
-
-    normalised = normalise(spans)
-    tree = SpanTree(normalised.spans)
-    tasks = analyse(tree, waterfalls=waterfalls)
-    partial = sum(t.figures.partial for t in tasks)
-    notes = [*normalised.problems, *tree.problems]
-    if partial:
-        notes.append(f"{partial} task(s) have no agent span (a truncated file?): built from their step spans, "
-                     "marked partial and left out of task-level rates and distributions")
-    report = assemble_report(tasks, sources, [*problems, *notes])
-    report.inputs = [input_figures(r) for r in normalised.readings]
-    return report
-
-
-def input_figures(reading: Reading) -> InputFigures:
-    """What the report saw in one input, as the JSON carries it."""
-    return InputFigures(
-        source=reading.source,
-        spans=reading.spans,
-        conventions=[ConventionFigures(name=c.name, spans=c.spans, segments=dict(sorted(c.segments.items())),
-                                       variants=sorted(c.variants)) for c in reading.conventions.values()],
-        left_out=[LeftOutFigures(convention=lo.convention, reason=lo.reason, spans=lo.count, names=lo.names)
-                  for lo in reading.left_out.values()],
-        inferred=[f for f in structure.INFERRED_FIGURES + (NETWORK_SPLIT,) if f in reading.inferred],
-    )
-
-
-def report_from_files(paths: list[str], *, waterfalls: int = 0) -> Report:
-    """Load trace files or folders (OTLP/JSON or Jaeger JSON) and compute their report."""
-    loaded = load_spans(paths)
-    return build_report(loaded.spans, [str(p) for p in paths], loaded.problems, waterfalls=waterfalls)
-
-
-def report_from_load(loaded: LoadResult, sources: list[str], *, waterfalls: int = 0) -> Report:
-    """The report of spans already loaded (from files, or from Jaeger's query API)."""
-    return build_report(loaded.spans, sources, loaded.problems, waterfalls=waterfalls)

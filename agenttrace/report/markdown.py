@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
-from agenttrace.report.model import SEGMENT_FIELDS, Comparison, Distribution, Report, TaskFigures, WhatIf
+from agenttrace.report.model import (
+    SEGMENT_FIELDS,
+    Comparison,
+    Distribution,
+    Report,
+    TaskFigures,
+    WhatIf,
+)
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.terminal import _HEADERS, _summary_rows, ms, spec_line, step_label, task_notes
+from agenttrace.report.terminal import (
+    _HEADERS,
+    _summary_rows,
+    ms,
+    spec_line,
+    step_label,
+    task_notes,
+)
 
 
 def _cell(text: object) -> str:

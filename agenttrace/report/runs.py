@@ -7,7 +7,13 @@ from collections import defaultdict
 
 from agenttrace import semconv as sc
 from agenttrace.report.figures import TaskAnalysis
-from agenttrace.report.model import SEGMENT_FIELDS, Report, RunFigures, SegmentDistributions, TaskFigures
+from agenttrace.report.model import (
+    SEGMENT_FIELDS,
+    Report,
+    RunFigures,
+    SegmentDistributions,
+    TaskFigures,
+)
 from agenttrace.report.segments import sum_segments
 from agenttrace.report.spec import aggregate
 from agenttrace.report.stats import distribution

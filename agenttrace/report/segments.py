@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from agenttrace import semconv as sc
 from agenttrace.report.model import SEGMENT_FIELDS, SegmentTimes, lean
 from agenttrace.report.tree import SpanTree, sanitized_kids
-from agenttrace.tracedata import SpanRecord
+from agenttrace.traces.records import SpanRecord
 
 _INDEX = {name: i for i, name in enumerate(SEGMENT_FIELDS)}
 _OTHER = _INDEX["other"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agenttrace import semconv as sc
 from agenttrace.report.model import GenerationFigures, SpecFigures, lean
 from agenttrace.report.tree import SpanTree
-from agenttrace.tracedata import SpanRecord
+from agenttrace.traces.records import SpanRecord
 
 NS = 1e9
 

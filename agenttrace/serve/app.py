@@ -23,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agenttrace.chat import CancelToken
 from agenttrace.errors import GenerationCancelled
+from agenttrace.generation.chat import CancelToken
 from agenttrace.serve.engine import Engine, EngineResult
 from agenttrace.serve.protocol import (
     ChatRequest,

@@ -24,14 +24,23 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from agenttrace import semconv as sc
-from agenttrace.chat import CancelToken, Generation, GenerationParams, Message
 from agenttrace.errors import GenerationCancelled, ParseError
+from agenttrace.generation.chat import (
+    CancelToken,
+    Generation,
+    GenerationParams,
+    Message,
+)
 from agenttrace.instrument.frames import end_span, start_span
-from agenttrace.parse import FinalAnswer, ToolCall, parse_decision
+from agenttrace.runtime.parse import FinalAnswer, ToolCall, parse_decision
+from agenttrace.runtime.tools import Tool
 from agenttrace.serve.protocol import ServedReply
 from agenttrace.telemetry import Telemetry
-from agenttrace.telemetry.generation import record_chat_content, record_generation, request_attributes
-from agenttrace.tools import Tool
+from agenttrace.telemetry.generation import (
+    record_chat_content,
+    record_generation,
+    request_attributes,
+)
 
 if TYPE_CHECKING:
     from agenttrace.generation.local import LocalChatModel

@@ -12,10 +12,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agenttrace.chat import GenerationParams, Message
-from agenttrace.parse import ToolCall
-from agenttrace.prompt import DEFAULT_INSTRUCTIONS, PromptStyle, decision_text, observation, tool_catalogue
-from agenttrace.tools import Tool
+from agenttrace.generation.chat import GenerationParams, Message
+from agenttrace.runtime.parse import ToolCall
+from agenttrace.runtime.prompt import (
+    DEFAULT_INSTRUCTIONS,
+    PromptStyle,
+    decision_text,
+    observation,
+    tool_catalogue,
+)
+from agenttrace.runtime.tools import Tool
 
 __all__ = [
     "ChatRequest",

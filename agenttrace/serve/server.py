@@ -16,7 +16,7 @@ from agenttrace.telemetry import Telemetry
 if TYPE_CHECKING:
     import uvicorn
 
-    from agenttrace.models import LoadedModel
+    from agenttrace.generation.models import LoadedModel
 
 __all__ = ["BackgroundServer", "ServeOptions", "bind", "build_engine"]
 
@@ -30,7 +30,7 @@ class ServeOptions:
 
 
 def build_engine(loaded: LoadedModel, telemetry: Telemetry, options: ServeOptions = ServeOptions()) -> Engine:
-    """An engine over a loaded model (e.g. `agenttrace.models.load_model()`)."""
+    """An engine over a loaded model (e.g. `agenttrace.generation.models.load_model()`)."""
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
 

@@ -106,13 +106,17 @@ def otlp_exporter(endpoint: str, protocol: str = "http/protobuf", *, timeout_s: 
     """An official OTLP span exporter. For HTTP a base URL gets the `/v1/traces` path appended,
     as the OTEL_EXPORTER_OTLP_ENDPOINT rules do; a URL with a path is used as given."""
     if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcExporter,
+        )
 
         parts = urlsplit(endpoint)
         return GrpcExporter(
             endpoint=parts.netloc or endpoint, insecure=parts.scheme != "https", timeout=timeout_s
         )
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpExporter,
+    )
 
     if urlsplit(endpoint).path in ("", "/"):
         endpoint = endpoint.rstrip("/") + "/v1/traces"
@@ -123,11 +127,15 @@ def otlp_metric_exporter(endpoint: str, protocol: str = "http/protobuf", *, time
     """The official OTLP metric exporter for the endpoint the spans go to: for HTTP a base URL
     (or one ending in `/v1/traces`) gets `/v1/metrics`."""
     if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcExporter,
+        )
 
         parts = urlsplit(endpoint)
         return GrpcExporter(endpoint=parts.netloc or endpoint, insecure=parts.scheme != "https", timeout=timeout_s)
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpExporter,
+    )
 
     path = urlsplit(endpoint).path
     if path in ("", "/"):

@@ -15,8 +15,15 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.chat import CancelToken, ChatModel, Generation, GenerationParams, Message, summarize_rounds
-from agenttrace.content import chat_input_messages, chat_output_messages
+from agenttrace.generation.chat import (
+    CancelToken,
+    ChatModel,
+    Generation,
+    GenerationParams,
+    Message,
+    summarize_rounds,
+)
+from agenttrace.telemetry.content import chat_input_messages, chat_output_messages
 from agenttrace.telemetry.spans import child_span
 
 if TYPE_CHECKING:

@@ -14,14 +14,23 @@ from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+)
 from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.clock import Clock, default_clock
-from agenttrace.content import ContentPolicy
-from agenttrace.telemetry.exporters import GuardedExporter, otlp_exporter, resolve_otlp_endpoint, trace_file_exporter
+from agenttrace.telemetry.content import ContentPolicy
+from agenttrace.telemetry.exporters import (
+    GuardedExporter,
+    otlp_exporter,
+    resolve_otlp_endpoint,
+    trace_file_exporter,
+)
 from agenttrace.telemetry.guard import FailureCounter, guarded
 from agenttrace.telemetry.limits import TruncatingExporter, max_value_length
 from agenttrace.telemetry.spans import open_span
@@ -72,7 +81,7 @@ class Telemetry:
     with a visible `...[truncated from N chars]` marker (None: OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,
     else 4096; 0: no limit).
     content: opt-in capture of prompts, outputs and tool arguments (default: off unless
-    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT says otherwise; see agenttrace.content).
+    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT says otherwise; see agenttrace.telemetry.content).
     metrics: also record the GenAI client metrics (`gen_ai.client.operation.duration`,
     `gen_ai.client.token.usage`; telemetry/metrics.py), exported beside the trace file
     (`<trace>.metrics.jsonl`) and to the OTLP endpoint.
@@ -131,7 +140,11 @@ class Telemetry:
             self._add(exporter, f"{type(exporter).__name__}#{i}", synchronous)
         self.meter_provider: MeterProvider | None = None
         if metrics:
-            from agenttrace.telemetry.metrics import GenAIMetricsProcessor, meter_provider, metric_exporters
+            from agenttrace.telemetry.metrics import (
+                GenAIMetricsProcessor,
+                meter_provider,
+                metric_exporters,
+            )
 
             self.meter_provider = meter_provider(self.provider.resource, metric_exporters(self.trace_file, endpoint, otlp_timeout_s))
             self.provider.add_span_processor(GenAIMetricsProcessor(self.meter_provider, INSTRUMENTATION_SCOPE, _version()))

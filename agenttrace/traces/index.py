@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from agenttrace.tracedata import SpanRecord
+from agenttrace.traces.records import SpanRecord
 
 Key = tuple[str, str]
 

@@ -21,8 +21,8 @@ from agenttrace import semconv as sc
 from agenttrace.traces import structure
 from agenttrace.traces.conventions import AGENTTRACE, classify
 from agenttrace.traces.index import Key, SpanIndex, key_of
+from agenttrace.traces.records import SpanRecord
 from agenttrace.traces.remote import split_remote_generations
-from agenttrace.tracedata import SpanRecord
 
 __all__ = ["ConventionSeen", "Normalised", "Reading", "input_of", "normalise"]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import failed
 from agenttrace.traces.index import Key, SpanIndex, key_of
-from agenttrace.tracedata import SpanRecord
+from agenttrace.traces.records import SpanRecord
 
 __all__ = ["INFERRED_FIGURES", "infer_structure", "place_foreign_in_our_steps"]
 

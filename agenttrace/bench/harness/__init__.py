@@ -23,7 +23,13 @@ import sys
 from dataclasses import fields, replace
 from pathlib import Path
 
-from agenttrace.bench.harness.options import ARMS, SCENARIOS, SUITES, HarnessOptions, quick
+from agenttrace.bench.harness.options import (
+    ARMS,
+    SCENARIOS,
+    SUITES,
+    HarnessOptions,
+    quick,
+)
 
 _DEFAULTS = HarnessOptions()
 

@@ -19,7 +19,7 @@ from agenttrace.bench.harness.options import HarnessOptions
 
 if TYPE_CHECKING:
     from agenttrace.generation.local import LocalChatModel
-    from agenttrace.models import LoadedModel
+    from agenttrace.generation.models import LoadedModel
 
 ARM_DESCRIPTIONS = {
     "baseline": "plain decoding",

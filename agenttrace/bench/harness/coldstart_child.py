@@ -40,11 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch  # (what every start pays: torch, transformers, the package)
     import transformers  # noqa: F401  (imported for its cost, as every start pays it)
 
+    from agenttrace.examples.agents.suites import load_suite
     from agenttrace.bench.harness.arms import build_model
     from agenttrace.bench.harness.options import HarnessOptions
-    from agenttrace.models import load_model
+    from agenttrace.generation.models import load_model
     from agenttrace.testing import capture_telemetry
-    from agents.suites import load_suite
 
     t_imports = time.monotonic_ns()
     opts = HarnessOptions.from_json(json.loads(args.options))

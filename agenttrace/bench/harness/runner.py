@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agenttrace import semconv as sc
-from agenttrace.agent import TaskResult
 from agenttrace.bench.harness.options import HarnessOptions
 from agenttrace.bench.harness.records import (
     Manifest,
@@ -32,13 +31,14 @@ from agenttrace.bench.harness.records import (
     write_json_atomic,
 )
 from agenttrace.bench.harness.sensors import ResourceMeter, ResourceUse
-from agenttrace.parse import FinalAnswer, ToolCall
-from agenttrace.tasks import Task, decision_matches
+from agenttrace.runtime.agent import TaskResult
+from agenttrace.runtime.parse import FinalAnswer, ToolCall
+from agenttrace.runtime.tasks import Task, decision_matches
 from agenttrace.telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from agenttrace.models import LoadedModel
-    from agents.suites import Suite
+    from agenttrace.examples.agents.suites import Suite
+    from agenttrace.generation.models import LoadedModel
 
 SERVICE_NAME = "agenttrace-bench"
 Tick = Callable[[str], None]  # called before each unit of work with what it is

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agenttrace.tracedata import SpanRecord
+from agenttrace.traces.records import SpanRecord
 
 __all__ = ["AGENTTRACE", "SpanRole", "classify", "failed", "first_number", "first_text"]
 
@@ -65,7 +65,14 @@ def first_number(attrs: Mapping[str, Any], *keys: str) -> int | float | None:
 
 
 def _registry() -> list[Callable[[SpanRecord], SpanRole | None]]:
-    from agenttrace.traces.conventions import client, genai, openinference, openllmetry, pydantic_ai, vllm
+    from agenttrace.traces.conventions import (
+        client,
+        genai,
+        openinference,
+        openllmetry,
+        pydantic_ai,
+        vllm,
+    )
 
     return [vllm.role, openinference.role, openllmetry.role, pydantic_ai.role, genai.role, client.role]
 

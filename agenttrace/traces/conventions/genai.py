@@ -16,7 +16,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import SpanRole, first_number, first_text
-from agenttrace.tracedata import SpanRecord
+from agenttrace.traces.records import SpanRecord
 
 NAME = "OpenTelemetry GenAI"
 CURRENT = "gen_ai.provider.name (v1.37+, gen_ai_latest_experimental)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import SpanRole, first_number, first_text
-from agenttrace.tracedata import SpanRecord
+from agenttrace.traces.records import SpanRecord
 
 NAME = "OpenInference"
 _SEGMENTS = {"AGENT": sc.Segment.AGENT, "LLM": sc.Segment.GENERATION, "TOOL": sc.Segment.TOOL,

@@ -20,7 +20,6 @@ import time
 from dataclasses import replace
 
 from agenttrace import semconv as sc
-from agenttrace.agent import Agent
 from agenttrace.bench.harness.arms import build_model
 from agenttrace.bench.harness.records import Check, ScenarioResult
 from agenttrace.bench.harness.scenarios.common import (
@@ -32,6 +31,7 @@ from agenttrace.bench.harness.scenarios.common import (
     new_threads,
     segment_spans,
 )
+from agenttrace.runtime.agent import Agent
 from agenttrace.telemetry import Telemetry
 
 TASK_ID = "weather-paris"  # the 135M model calls the weather tool for it at the first attempt

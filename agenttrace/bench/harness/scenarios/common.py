@@ -14,15 +14,20 @@ from typing import TYPE_CHECKING
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from agenttrace import semconv as sc
-from agenttrace.agent import AgentConfig
 from agenttrace.bench.harness.options import HarnessOptions
 from agenttrace.bench.harness.sensors import current_rss_bytes
-from agenttrace.chat import CancelToken, Generation, GenerationParams, Message
+from agenttrace.generation.chat import (
+    CancelToken,
+    Generation,
+    GenerationParams,
+    Message,
+)
+from agenttrace.runtime.agent import AgentConfig
 
 if TYPE_CHECKING:
+    from agenttrace.examples.agents.suites import Suite
     from agenttrace.generation.local import LocalChatModel
-    from agenttrace.models import LoadedModel
-    from agents.suites import Suite
+    from agenttrace.generation.models import LoadedModel
 
 Tick = Callable[[str], None]
 

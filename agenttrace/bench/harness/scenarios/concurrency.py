@@ -24,16 +24,15 @@ import threading
 import time
 from dataclasses import dataclass
 
-from agenttrace.agent import TaskResult
 from agenttrace.bench.harness.arms import build_model
-from agenttrace.bench.harness.runner import output_digest
 from agenttrace.bench.harness.figures import paired_estimate
 from agenttrace.bench.harness.records import Check, ScenarioResult
+from agenttrace.bench.harness.runner import output_digest
 from agenttrace.bench.harness.scenarios.common import ScenarioContext
 from agenttrace.report import report_from_files
 from agenttrace.report.stats import distribution
+from agenttrace.runtime.agent import TaskResult
 from agenttrace.telemetry import Telemetry
-
 
 WORKLOAD_TOOLS = ("weather", "search_files")
 

@@ -25,7 +25,7 @@ import urllib.request
 from typing import Any
 
 from agenttrace import semconv as sc
-from agenttrace.tracedata import EventRecord, LoadResult, SpanRecord
+from agenttrace.traces.records import EventRecord, LoadResult, SpanRecord
 
 __all__ = ["JaegerQuery", "is_jaeger_document", "query_jaeger", "spans_from_jaeger"]
 

@@ -21,16 +21,35 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import Span
 
 from agenttrace import semconv as sc
-from agenttrace.chat import CancelToken, ChatModel, Generation, GenerationParams, Message
-from agenttrace.errors import ArgumentsInvalid, GenerationCancelled, ModelMistake, ParseError, ToolFailed
-from agenttrace.parse import FinalAnswer, ToolCall, parse_decision
-from agenttrace.prompt import Example, PromptStyle, build_messages, decision_text, observation, retry_feedback
-from agenttrace.tasks import Task, decision_matches
+from agenttrace.errors import (
+    ArgumentsInvalid,
+    GenerationCancelled,
+    ModelMistake,
+    ParseError,
+    ToolFailed,
+)
+from agenttrace.generation.chat import (
+    CancelToken,
+    ChatModel,
+    Generation,
+    GenerationParams,
+    Message,
+)
+from agenttrace.runtime.parse import FinalAnswer, ToolCall, parse_decision
+from agenttrace.runtime.prompt import (
+    Example,
+    PromptStyle,
+    build_messages,
+    decision_text,
+    observation,
+    retry_feedback,
+)
+from agenttrace.runtime.tasks import Task, decision_matches
+from agenttrace.runtime.tools import Tool, render_result, run_tool
+from agenttrace.runtime.validate import VALIDATOR_NAME, validate_arguments
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.generation import InstrumentedModel
 from agenttrace.telemetry.spans import mark_error, tool_attributes
-from agenttrace.tools import Tool, render_result, run_tool
-from agenttrace.validate import VALIDATOR_NAME, validate_arguments
 
 __all__ = ["Agent", "AgentConfig", "AttemptRecord", "StepRecord", "TaskResult"]
 

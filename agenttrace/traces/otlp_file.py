@@ -26,10 +26,19 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
+from opentelemetry.trace import (
+    Link,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    TraceState,
+)
 
 from agenttrace.telemetry.readable import SpanCopy
-from agenttrace.tracedata import decode_attributes, iter_trace_files
+from agenttrace.traces.load import iter_trace_files
+from agenttrace.traces.otlp_json import decode_attributes
 
 __all__ = ["RecordedSpan", "RecordedSpans", "read_spans", "spans_from_request"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agenttrace.errors import ArgumentsInvalid
-from agenttrace.tools import Tool
+from agenttrace.runtime.tools import Tool
 
 __all__ = ["validate_arguments", "VALIDATOR_NAME"]
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agenttrace.errors import InputFileError
-from agenttrace.parse import FinalAnswer, ToolCall
+from agenttrace.runtime.parse import FinalAnswer, ToolCall
 
 __all__ = ["ExpectedCall", "Task", "decision_matches", "load_tasks"]
 

@@ -1,4 +1,7 @@
-"""`agenttrace demo`: the reference agent on the bundled model (the README's main job)."""
+"""`agenttrace demo`: the reference agent on the bundled model (the README's main job).
+
+A plug-in command: pyproject.toml lists `register` under the `agenttrace.commands` entry points,
+so the command line finds it without the library importing its own examples."""
 
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.demo import ARMS, DemoOptions, run_demo
+    from agenttrace.examples.agents.demo import ARMS, DemoOptions, run_demo
 
     arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
     unknown = [a for a in arms if a not in ARMS]

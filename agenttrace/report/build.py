@@ -1,0 +1,62 @@
+"""The report's entry point: spans (loaded from files, Jaeger, or given) -> foreign conventions
+mapped (`traces.normalise`) -> span tree -> per-task figures (`figures.py`) -> run figures and the
+what-if (`runs.py`) -> one `Report`.
+"""
+
+from __future__ import annotations
+
+from agenttrace.report.figures import analyse
+from agenttrace.report.model import (
+    ConventionFigures,
+    InputFigures,
+    LeftOutFigures,
+    Report,
+)
+from agenttrace.report.runs import assemble_report
+from agenttrace.report.tree import SpanTree
+from agenttrace.traces import Reading, normalise, structure
+from agenttrace.traces.load import load_spans
+from agenttrace.traces.records import LoadResult, SpanRecord
+from agenttrace.traces.remote import NETWORK_SPLIT
+
+__all__ = ["build_report", "report_from_files", "report_from_load"]
+
+
+def build_report(spans: list[SpanRecord], sources: list[str], problems: list[str], *, waterfalls: int = 0) -> Report:
+    """Figures for every task found among `spans`: per task and step, per run label, the run as a
+    whole, and the speculation what-if. `waterfalls`: how many tasks keep their spans for charts."""
+    normalised = normalise(spans)
+    tree = SpanTree(normalised.spans)
+    tasks = analyse(tree, waterfalls=waterfalls)
+    partial = sum(t.figures.partial for t in tasks)
+    notes = [*normalised.problems, *tree.problems]
+    if partial:
+        notes.append(f"{partial} task(s) have no agent span (a truncated file?): built from their step spans, "
+                     "marked partial and left out of task-level rates and distributions")
+    report = assemble_report(tasks, sources, [*problems, *notes])
+    report.inputs = [input_figures(r) for r in normalised.readings]
+    return report
+
+
+def input_figures(reading: Reading) -> InputFigures:
+    """What the report saw in one input, as the JSON carries it."""
+    return InputFigures(
+        source=reading.source,
+        spans=reading.spans,
+        conventions=[ConventionFigures(name=c.name, spans=c.spans, segments=dict(sorted(c.segments.items())),
+                                       variants=sorted(c.variants)) for c in reading.conventions.values()],
+        left_out=[LeftOutFigures(convention=lo.convention, reason=lo.reason, spans=lo.count, names=lo.names)
+                  for lo in reading.left_out.values()],
+        inferred=[f for f in structure.INFERRED_FIGURES + (NETWORK_SPLIT,) if f in reading.inferred],
+    )
+
+
+def report_from_files(paths: list[str], *, waterfalls: int = 0) -> Report:
+    """Load trace files or folders (OTLP/JSON or Jaeger JSON) and compute their report."""
+    loaded = load_spans(paths)
+    return build_report(loaded.spans, [str(p) for p in paths], loaded.problems, waterfalls=waterfalls)
+
+
+def report_from_load(loaded: LoadResult, sources: list[str], *, waterfalls: int = 0) -> Report:
+    """The report of spans already loaded (from files, or from Jaeger's query API)."""
+    return build_report(loaded.spans, sources, loaded.problems, waterfalls=waterfalls)
