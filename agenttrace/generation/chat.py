@@ -173,3 +173,29 @@ class ChatModel(Protocol):
         self, messages: Sequence[Message], params: GenerationParams, *, cancel: CancelToken | None = None
     ) -> Generation: ...
 
+
+
+class ChatModelWrapper:
+    """A `ChatModel` around another one: names (and `remote`) pass through, `chat` calls
+    `inner`. The one base of the wrappers (tracing, the bench's watchers), so each adds only
+    what it does around the call."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    @property
+    def provider_name(self) -> str:
+        return self.inner.provider_name
+
+    @property
+    def remote(self) -> bool:
+        return bool(getattr(self.inner, "remote", False))
+
+    def chat(
+        self, messages: Sequence[Message], params: GenerationParams, *, cancel: CancelToken | None = None
+    ) -> Generation:
+        return self.inner.chat(messages, params, cancel=cancel)

@@ -166,6 +166,8 @@ class _Flags:
         return Outcome.OK
 
 
+# -- the decision table: the one place outcomes are named ----------------------------------------
+# Our own loop (runtime/agent.py) and every wrapped agent take their outcomes from here.
 _STEP_FAILURE = {
     Outcome.PARSE_ERROR: sc.StepOutcome.INVALID,
     Outcome.VALIDATION_ERROR: sc.StepOutcome.INVALID,
@@ -176,7 +178,9 @@ _STEP_FAILURE = {
 }
 
 
-def _outcome_of(exc: BaseException) -> sc.AttemptOutcome:
+def attempt_outcome(exc: BaseException) -> sc.AttemptOutcome:
+    """The outcome of an attempt that an exception ended: a model mistake names its kind (a
+    tool that timed out is `timeout`), cancellation is `cancelled`, anything else `error`."""
     if is_cancellation(exc):
         return Outcome.CANCELLED
     if isinstance(exc, ParseError):
@@ -190,6 +194,16 @@ def _outcome_of(exc: BaseException) -> sc.AttemptOutcome:
     if isinstance(exc, ModelMistake):
         return Outcome.TOOL_ERROR
     return Outcome.ERROR
+
+
+def step_outcome(last: sc.AttemptOutcome, *, final_answer: bool = False, decided: bool = True) -> sc.StepOutcome:
+    """A step's outcome from its last attempt: a held decision is `final_answer` or `tool_call`
+    (`invalid` when the attempt held none), a failed one `invalid`, `error` or `cancelled`."""
+    if last is not Outcome.OK:
+        return _STEP_FAILURE[last]
+    if final_answer:
+        return sc.StepOutcome.FINAL_ANSWER
+    return sc.StepOutcome.TOOL_CALL if decided else sc.StepOutcome.INVALID
 
 
 class Attempt:
@@ -215,15 +229,19 @@ class Attempt:
             if exc is not None:
                 # the exception names the outcome unless it is a plain error a span already
                 # explained (a tool that raised: tool_error, not error)
-                by_exc = _outcome_of(exc)
+                by_exc = attempt_outcome(exc)
                 if by_exc is not Outcome.ERROR or self.outcome is Outcome.OK:
                     self.outcome = by_exc
         if not self.ended:
             self.ended = True
             self.span.set_attribute(sc.ATTEMPT_OUTCOME, self.outcome.value)
-            if exc is None and self.outcome is not Outcome.OK:
-                mark_error(self.span, self.outcome.value, f"attempt {self.index} ended {self.outcome.value}")
-            end_span(self.step.tel, self.span, exc)
+            if self.outcome is not Outcome.OK:
+                # error.type is the attempt's outcome (parse_error, timeout, ...); the failing
+                # child span (parse, tool) carries the finer kind; an unexpected error its type
+                kind = error_type(exc) if exc is not None and self.outcome is Outcome.ERROR else self.outcome.value
+                why = (str(exc) or type(exc).__name__) if exc is not None else f"attempt {self.index} ended {kind}"
+                mark_error(self.span, kind, why)
+            self.span.end(end_time=self.step.tel.clock.now_ns())
         return self.outcome
 
 
@@ -243,10 +261,12 @@ class Step:
         self.current: Attempt | None = None
         self.last: Attempt | None = None
         self.outcome: sc.StepOutcome | None = None
+        self.reason: str | None = None  # why a failed step failed, for its status message
         self._lock = threading.Lock()
 
-    def set_outcome(self, outcome: sc.StepOutcome | str) -> None:
+    def set_outcome(self, outcome: sc.StepOutcome | str, *, reason: str | None = None) -> None:
         self.outcome = sc.StepOutcome(outcome)
+        self.reason = reason
 
     def open_attempt(self, *, implicit: bool) -> Attempt:
         """A new attempt span under this step (ending the open implicit one first)."""
@@ -297,13 +317,8 @@ class Step:
         last = self.last
         if last is None:
             return sc.StepOutcome.INVALID
-        if last.outcome is not Outcome.OK:
-            return _STEP_FAILURE[last.outcome or Outcome.ERROR]
-        if last.flags.final_answer:
-            return sc.StepOutcome.FINAL_ANSWER
-        if last.flags.valid_call or last.flags.tool_ok:
-            return sc.StepOutcome.TOOL_CALL
-        return sc.StepOutcome.INVALID
+        return step_outcome(last.outcome or Outcome.ERROR, final_answer=last.flags.final_answer,
+                            decided=last.flags.valid_call or last.flags.tool_ok)
 
 
 Frame = AgentRun | Step | Attempt

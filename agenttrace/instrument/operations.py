@@ -13,6 +13,7 @@ from agenttrace import semconv as sc
 from agenttrace.generation.chat import (
     CancelToken,
     ChatModel,
+    ChatModelWrapper,
     Generation,
     GenerationParams,
     Message,
@@ -207,24 +208,12 @@ class generation_span(_LeafScope):  # noqa: N801
         return GenerationHandle(placement, span, self._kwargs["operation"], self._args[0])
 
 
-class _TracedChatModel:
+class _TracedChatModel(ChatModelWrapper):
     """A `ChatModel` whose every call is a generation span placed in the current attempt."""
 
     def __init__(self, inner: ChatModel, telemetry: Telemetry | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.telemetry = telemetry
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    @property
-    def provider_name(self) -> str:
-        return self.inner.provider_name
-
-    @property
-    def remote(self) -> bool:
-        return bool(getattr(self.inner, "remote", False))
 
     def chat(self, messages: Sequence[Message], params: GenerationParams, *, cancel: CancelToken | None = None) -> Generation:
         attrs = request_attributes(self.inner, params)
@@ -258,6 +247,11 @@ class ParseHandle(_Handle):
 
     def final_answer(self, text: str | None = None) -> None:
         self.result = "final_answer"
+
+    def correct(self, value: bool) -> None:
+        """Whether the final answer is what the task expected (`agenttrace.decision.correct`,
+        which the time-to-correct-action figure reads)."""
+        self.span.set_attribute(sc.DECISION_CORRECT, bool(value))
 
     def failed(self, error_type: str = "parse_error") -> None:
         """The output held no usable decision; `error_type` names why (e.g. `invalid_json`).

@@ -81,6 +81,11 @@ class ValidationHandle:
     def ok(self) -> None:
         self.passed = True
 
+    def correct(self, value: bool) -> None:
+        """Whether the call is the one the task expected (`agenttrace.decision.correct`, which
+        the time-to-correct-action figure reads)."""
+        self.span.set_attribute(sc.DECISION_CORRECT, bool(value))
+
     def failed(self, errors: Sequence[str] | int = 1, *, error_type: str = "validation_error") -> None:
         self.passed = False
         self.placement.note(validation_error=True)

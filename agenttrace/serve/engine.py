@@ -32,7 +32,8 @@ from agenttrace.generation.chat import (
     Message,
 )
 from agenttrace.instrument.frames import end_span, start_span
-from agenttrace.runtime.parse import FinalAnswer, ToolCall, parse_decision
+from agenttrace.instrument.operations import parse_span
+from agenttrace.runtime.parse import FinalAnswer, parse_decision
 from agenttrace.runtime.tools import Tool
 from agenttrace.serve.protocol import ServedReply
 from agenttrace.telemetry import Telemetry
@@ -117,19 +118,17 @@ class Engine:
         finish = "length" if gen.finish_reason == "length" else "stop"
         if not tools:
             return ServedReply(gen.text, None, finish, gen.input_tokens, gen.output_tokens)
-        decision: ToolCall | FinalAnswer | None = None
-        tel = self.telemetry
-        parse = start_span(tel, sc.Segment.PARSE, sc.SPAN_PARSE, {}, parent=trace.set_span_in_context(span))
+        # The same parse span (and outcome rules) as any agent's: under this request's span.
         try:
-            decision = parse_decision(gen.text, [t.name for t in tools])
-        except ParseError as exc:
-            parse.set_attribute(sc.PARSE_OK, False)
-            end_span(tel, parse, exc)
+            with trace.use_span(span, end_on_exit=False), parse_span(telemetry=self.telemetry) as parse:
+                decision = parse_decision(gen.text, [t.name for t in tools])
+                if parse is not None and isinstance(decision, FinalAnswer):
+                    parse.final_answer()
+                elif parse is not None:
+                    parse.tool_call(decision.tool)
+        except ParseError:
             # As OpenAI-compatible servers do when their tool parser fails: the text as content.
             return ServedReply(gen.text, None, finish, gen.input_tokens, gen.output_tokens)
-        kind = "tool_call" if isinstance(decision, ToolCall) else "final_answer"
-        parse.set_attributes({sc.PARSE_OK: True, sc.PARSE_RESULT: kind})
-        end_span(tel, parse, None)
         if isinstance(decision, FinalAnswer):
             return ServedReply(decision.text, None, finish, gen.input_tokens, gen.output_tokens)
         span.set_attributes(

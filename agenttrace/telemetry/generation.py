@@ -1,6 +1,6 @@
-"""Generation spans: wrap any `ChatModel` so each call becomes a `chat {model}` span.
+"""Generation spans: what a `Generation` record becomes on its `chat {model}` span.
 
-The model measures; this module records. After the call returns, its `Generation` record becomes
+The model measures; this module records (`instrument.traced_model` wraps the call). Its record becomes
 the span's GenAI and `agenttrace.spec.*` attributes, a `prefill` child span, and per speculation
 round either a `speculate.round` event (default detail) or `speculate.draft` / `speculate.verify`
 child spans (detail `fine`), all at the times the model read from the shared clock.
@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.generation.chat import (
-    CancelToken,
     ChatModel,
     Generation,
     GenerationParams,
@@ -126,32 +125,3 @@ def record_chat_content(tel: Telemetry, span: Span, messages: Sequence[Message],
         tel.content.record_messages(
             span, chat_input_messages(messages), chat_output_messages(gen.text, gen.finish_reason)
         )
-
-
-class InstrumentedModel:
-    """A `ChatModel` that records each call of the wrapped model as a generation span."""
-
-    def __init__(self, inner: ChatModel, telemetry: Telemetry) -> None:
-        self.inner = inner
-        self.telemetry = telemetry
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    @property
-    def provider_name(self) -> str:
-        return self.inner.provider_name
-
-    def chat(
-        self, messages: Sequence[Message], params: GenerationParams, *, cancel: CancelToken | None = None
-    ) -> Generation:
-        tel = self.telemetry
-        # A model behind a network call is a CLIENT span (SPANS.md); in-process ones are INTERNAL.
-        kind = SpanKind.CLIENT if getattr(self.inner, "remote", False) else SpanKind.INTERNAL
-        name = sc.generation_span_name(self.inner.model_name)
-        with tel.span(sc.Segment.GENERATION, name, request_attributes(self.inner, params), kind=kind) as span:
-            gen = self.inner.chat(messages, params, cancel=cancel)
-            tel.guard("recording a generation", record_generation, tel, span, gen, model=self.inner.model_name)
-            tel.guard("recording content", record_chat_content, tel, span, messages, gen)
-            return gen
