@@ -20,10 +20,10 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.adapters.replies import read_reply, usage_of
+from agenttrace.instrument.decisions import is_cancellation
 from agenttrace.instrument.frames import (
     Placement,
     end_span,
-    is_cancellation,
     place_leaf,
     start_span,
 )

@@ -3,10 +3,12 @@ as our own loop, so `agenttrace report` gives a wrapped agent the same per-segme
 time to valid tool call and decision throughput.
 
     config.py       configure(): the telemetry wrapped agents record into
-    frames.py       where the next span goes (run, step, attempt); the scope machinery
+    decisions.py    the decision table: attempt and step outcomes, named once
+    frames.py       where the next span goes (run, step, attempt)
+    scope.py        the scope machinery: `with`, `async with` and decorators
     structure.py    agent_span, delegation_span, step_span, attempt_span, turn_span
-    operations.py   generation_span, parse_span / final_answer, tool_span, memory_span,
-                    compaction_span, traced_model
+    generation.py   generation_span, traced_model
+    operations.py   parse_span / final_answer, tool_span, memory_span, compaction_span
     validation.py   validate_tool_call(s), validation_span
     propagation.py  propagate, PropagatingExecutor (context into thread pools)
 
@@ -16,14 +18,13 @@ raises a telemetry failure into the agent.
 
 from agenttrace.instrument.config import configure, get_telemetry, shutdown
 from agenttrace.instrument.frames import AgentRun, Attempt, Step
+from agenttrace.instrument.generation import generation_span, traced_model
 from agenttrace.instrument.operations import (
     compaction_span,
     final_answer,
-    generation_span,
     memory_span,
     parse_span,
     tool_span,
-    traced_model,
 )
 from agenttrace.instrument.propagation import PropagatingExecutor, propagate
 from agenttrace.instrument.structure import (

@@ -20,11 +20,11 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.errors import ArgumentsInvalid
+from agenttrace.instrument.decisions import is_cancellation
 from agenttrace.instrument.frames import (
     Frame,
     Placement,
     end_span,
-    is_cancellation,
     place_leaf,
     start_span,
 )

@@ -24,13 +24,27 @@ from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
 from agenttrace.errors import GenerationCancelled, ModelMistake
-from agenttrace.generation.chat import CancelToken, ChatModel, Generation, GenerationParams, Message
-from agenttrace.instrument.frames import attempt_outcome, step_outcome
-from agenttrace.instrument.operations import parse_span, tool_span, traced_model
+from agenttrace.generation.chat import (
+    CancelToken,
+    ChatModel,
+    Generation,
+    GenerationParams,
+    Message,
+)
+from agenttrace.instrument.decisions import attempt_outcome, step_outcome
+from agenttrace.instrument.generation import traced_model
+from agenttrace.instrument.operations import parse_span, tool_span
 from agenttrace.instrument.structure import agent_span, attempt_span, step_span
 from agenttrace.instrument.validation import validation_span
 from agenttrace.runtime.parse import FinalAnswer, ToolCall, parse_decision
-from agenttrace.runtime.prompt import Example, PromptStyle, build_messages, decision_text, observation, retry_feedback
+from agenttrace.runtime.prompt import (
+    Example,
+    PromptStyle,
+    build_messages,
+    decision_text,
+    observation,
+    retry_feedback,
+)
 from agenttrace.runtime.tasks import Task, decision_matches
 from agenttrace.runtime.tools import Tool, render_result, run_tool
 from agenttrace.runtime.validate import VALIDATOR_NAME, validate_arguments
