@@ -1,13 +1,13 @@
 """Trace files read back as OpenTelemetry SDK spans, exactly as they were recorded.
 
-`tracedata` reads files into the records the reports need; replaying a file to a collector and
+`traces.load` reads files into the records the reports need; replaying a file to a collector and
 converting it to Jaeger JSON need everything else too: the instrumentation scope, trace state,
 link attributes, dropped counts, the remote-parent flag. So this module rebuilds SDK
 `ReadableSpan`s (original ids, parent, times, attributes, events, links, status, kind, resource,
 scope), which the official OTLP exporters encode as they would a live span: a recorded file
 replayed through them gives back the same OTLP, field for field.
 
-Accepts what `tracedata` accepts (one ExportTraceServiceRequest per line or a whole-file request,
+Accepts what `traces.load` accepts (one ExportTraceServiceRequest per line or a whole-file request,
 numbers or strings for 64-bit integers, upper- or lower-case hex ids, camelCase or snake_case). A
 line that cannot be read is reported with its file and line number and skipped whole; the rest of
 the file is still read. No torch import on this path.
