@@ -10,11 +10,19 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
+from opentelemetry.semconv._incubating.attributes import db_attributes as _db_old
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
+from opentelemetry.semconv._incubating.attributes import http_attributes as _http_old
+from opentelemetry.semconv._incubating.attributes import opentracing_attributes as _opentracing
+from opentelemetry.semconv._incubating.attributes import otel_attributes as _otel_old
+from opentelemetry.semconv._incubating.attributes import rpc_attributes as _rpc
 from opentelemetry.semconv._incubating.attributes.host_attributes import HOST_NAME
 from opentelemetry.semconv._incubating.attributes.process_attributes import PROCESS_PID
 from opentelemetry.semconv._incubating.metrics import gen_ai_metrics as _gen_ai_metrics
+from opentelemetry.semconv.attributes import db_attributes as _db
+from opentelemetry.semconv.attributes import otel_attributes as _otel
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+from opentelemetry.semconv.attributes.http_attributes import HTTP_REQUEST_METHOD
 from opentelemetry.semconv.attributes.server_attributes import (
     SERVER_ADDRESS,
     SERVER_PORT,
@@ -27,26 +35,31 @@ from opentelemetry.semconv.schemas import Schemas
 
 
 class Segment(StrEnum):
-    """Where a span's self time is charged (`agenttrace.segment`)."""
+    """Where a span's self time is charged (`agenttrace.segment`).
+
+    Listed in the reports' order: the three loop containers (whose self time reports show as
+    `other`), then the segments in the order of the report's segment fields
+    (`agenttrace.report.model.SEGMENT_FIELDS`, made from this enum), its JSON and its columns.
+    """
 
     AGENT = "agent"
     STEP = "step"
     ATTEMPT = "attempt"
-    GENERATION = "generation"
     PREFILL = "prefill"
     DRAFT = "draft"
     VERIFY = "verify"
+    GENERATION = "generation"
     PARSE = "parse"
     VALIDATION = "validation"
     TOOL = "tool"
     NETWORK = "network"
-    MEMORY = "memory"
-    COMPACTION = "compaction"
-    DELEGATION = "delegation"
     # Not in SPANS.md: time a remote model server held the request before scheduling it (a vLLM
     # server's `gen_ai.latency.time_in_queue`), so a remote generation splits into network,
     # queue, prefill and decode.
     QUEUE = "queue"
+    MEMORY = "memory"
+    COMPACTION = "compaction"
+    DELEGATION = "delegation"
 
 
 class TaskOutcome(StrEnum):
@@ -89,6 +102,7 @@ BENCH_SUITE: Final = "agenttrace.bench.suite"
 BENCH_REPEAT: Final = "agenttrace.bench.repeat"
 
 # --- GenAI conventions ---------------------------------------------------------------------
+GEN_AI_NAMESPACE: Final = "gen_ai."  # every GenAI attribute's prefix
 GEN_AI_OPERATION_NAME: Final = _gen_ai.GEN_AI_OPERATION_NAME
 GEN_AI_AGENT_NAME: Final = _gen_ai.GEN_AI_AGENT_NAME
 GEN_AI_AGENT_ID: Final = _gen_ai.GEN_AI_AGENT_ID
@@ -212,6 +226,7 @@ ROUND_DRAFTED: Final = "drafted"
 ROUND_ACCEPTED: Final = "accepted"
 ROUND_DRAFT_S: Final = "draft_s"
 ROUND_VERIFY_S: Final = "verify_s"
+ROUND_K: Final = "k"  # the most tokens the round asked the drafter for
 
 # --- other instrumentations' names (read only; agenttrace.traces.conventions) ----------------------
 # The GenAI conventions before v1.37 / v1.27 (what the official instrumentations write by default).
@@ -240,20 +255,49 @@ TL_ENTITY_NAME: Final = "traceloop.entity.name"
 TL_WORKFLOW_NAME: Final = "traceloop.workflow.name"
 TL_LLM_REQUEST_TYPE: Final = "llm.request.type"
 TL_LLM_USAGE_TOTAL_TOKENS: Final = "llm.usage.total_tokens"
+TL_GEN_AI_IS_STREAMING: Final = "gen_ai.is_streaming"
+TL_LLM_IS_STREAMING: Final = "llm.is_streaming"
+TL_OPENAI_API_BASE: Final = "gen_ai.openai.api_base"
 # pydantic-ai's native instrumentation (logfire-style spans)
 PAI_AGENT_NAME: Final = "agent_name"
 PAI_LOGFIRE_MSG: Final = "logfire.msg"
 PAI_FINAL_RESULT: Final = "final_result"
+PAI_NAMESPACE: Final = "pydantic_ai."
+PAI_TOOL_FAILURE_STAGE: Final = PAI_NAMESPACE + "tool.failure_stage"
+PAI_TOOL_RETRY_CAUSE: Final = PAI_NAMESPACE + "tool.retry.cause"
 # vLLM's server-side `llm_request` span (vllm/tracing, output_processor.do_tracing)
 VLLM_SPAN_NAME: Final = "llm_request"
-VLLM_TIME_IN_QUEUE: Final = "gen_ai.latency.time_in_queue"
-VLLM_TIME_TO_FIRST_TOKEN: Final = "gen_ai.latency.time_to_first_token"
-VLLM_TIME_IN_PREFILL: Final = "gen_ai.latency.time_in_model_prefill"
-VLLM_TIME_IN_DECODE: Final = "gen_ai.latency.time_in_model_decode"
-VLLM_E2E: Final = "gen_ai.latency.e2e"
+VLLM_LATENCY_PREFIX: Final = "gen_ai.latency."
+VLLM_TIME_IN_QUEUE: Final = VLLM_LATENCY_PREFIX + "time_in_queue"
+VLLM_TIME_TO_FIRST_TOKEN: Final = VLLM_LATENCY_PREFIX + "time_to_first_token"
+VLLM_TIME_IN_PREFILL: Final = VLLM_LATENCY_PREFIX + "time_in_model_prefill"
+VLLM_TIME_IN_DECODE: Final = VLLM_LATENCY_PREFIX + "time_in_model_decode"
+VLLM_E2E: Final = VLLM_LATENCY_PREFIX + "e2e"
 VLLM_REQUEST_ID: Final = "gen_ai.request.id"
 # HTTP / database / RPC client spans (the OTel client conventions; old and new HTTP names)
-CLIENT_CALL_KEYS: Final = ("http.request.method", "http.method", "db.system", "db.system.name", "rpc.system")
+HTTP_REQUEST_METHOD: Final = HTTP_REQUEST_METHOD
+CLIENT_CALL_KEYS: Final = (HTTP_REQUEST_METHOD, _http_old.HTTP_METHOD, _db_old.DB_SYSTEM, _db.DB_SYSTEM_NAME,
+                           _rpc.RPC_SYSTEM)
+
+# --- Jaeger's JSON model (agenttrace.traces.jaeger_json writes it, jaeger_input reads it) ---------
+# The tags Jaeger's OTLP translator makes from span fields rather than attributes, and the log
+# field it names events by; the OTel names come from the conventions, the rest are Jaeger's own.
+JAEGER_SCOPE_NAME: Final = _otel.OTEL_SCOPE_NAME
+JAEGER_SCOPE_VERSION: Final = _otel.OTEL_SCOPE_VERSION
+JAEGER_LIBRARY_NAME: Final = _otel_old.OTEL_LIBRARY_NAME  # what older Jaeger versions wrote instead
+JAEGER_LIBRARY_VERSION: Final = _otel_old.OTEL_LIBRARY_VERSION
+JAEGER_SPAN_KIND: Final = "span.kind"  # the OTLP kind's name in lower case (`internal`, `client`, ...)
+JAEGER_STATUS_CODE: Final = _otel.OTEL_STATUS_CODE
+JAEGER_STATUS_DESCRIPTION: Final = _otel.OTEL_STATUS_DESCRIPTION
+JAEGER_ERROR: Final = "error"
+JAEGER_TRACE_STATE: Final = "w3c.tracestate"
+JAEGER_SPAN_FORMAT: Final = "internal.span.format"  # Jaeger's own record of the span's origin
+JAEGER_LOG_EVENT: Final = "event"
+JAEGER_LOG_MESSAGE: Final = "message"  # the event name in logs of OpenTracing clients
+JAEGER_NO_SERVICE_NAME: Final = "OTLPResourceNoServiceName"
+# a link's attribute that makes it a CHILD_OF reference (else FOLLOWS_FROM), and that value
+LINK_REF_TYPE: Final = _opentracing.OPENTRACING_REF_TYPE
+LINK_REF_TYPE_CHILD_OF: Final = _opentracing.OpentracingRefTypeValues.CHILD_OF.value
 
 # --- span names ------------------------------------------------------------------------------
 SPAN_PREFILL: Final = "prefill"

@@ -21,9 +21,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agenttrace import semconv as sc
+
 BATCH = 512  # spans per line, as the BatchSpanProcessor exports them
 TARGET_S_PER_MILLION = 60.0
 TARGET_MB = 2048.0
+# the synthetic agent, its model and its one tool
+_AGENT, _MODEL, _TOOL = "bench", "bench-model", "weather"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+# The writer below formats OTLP/JSON by hand rather than building SDK spans for the official
+# encoder (`opentelemetry-exporter-otlp-json-common`'s encode_spans, which our trace-file exporter
+# uses): that encoder costs ~106 us a span against ~62 us by hand (20k spans), so making the
+# 1M-span trace (~80 s) would take ~45 s longer. tests/test_bench_report.py checks that each line
+# written is what the official encoder writes for the same spans.
 def _attr(key: str, value: object) -> str:
     if isinstance(value, bool):
         v = {"boolValue": value}
@@ -53,8 +62,8 @@ class _Writer:
         self.f = path.open("w", encoding="utf-8")
         self.heads = {}
         for label in labels:
-            res = ",".join(_attr(k, v) for k, v in (("service.name", "bench-agent"), ("agenttrace.run.label", label),
-                                                    ("agenttrace.run.id", f"bench-{label}")))
+            res = ",".join(_attr(k, v) for k, v in ((sc.SERVICE_NAME, "bench-agent"), (sc.RUN_LABEL, label),
+                                                    (sc.RUN_ID, f"bench-{label}")))
             self.heads[label] = ('{"resourceSpans":[{"resource":{"attributes":[' + res + ']},"scopeSpans":[{"scope":'
                                  '{"name":"agenttrace","version":"0.1.0"},"spans":[')
         self.bufs: dict[str, list[str]] = {label: [] for label in labels}
@@ -76,12 +85,13 @@ class _Writer:
     def span(self, trace: str, parent: str | None, name: str, segment: str, start: int, end: int,
              attrs: tuple[tuple[str, object], ...] = (), events: str = "", sid: str | None = None) -> str:
         sid = sid or self.new_id()
-        attributes = ",".join([_attr("agenttrace.segment", segment), *(_attr(k, v) for k, v in attrs)])
+        attributes = ",".join([_attr(sc.SEGMENT, segment), *(_attr(k, v) for k, v in attrs)])
         parent_field = f',"parentSpanId":"{parent}"' if parent else ""
+        events_field = f',"events":[{events}]' if events else ""  # the encoder leaves out empty lists
         self.raw(
             f'{{"traceId":"{trace}","spanId":"{sid}"{parent_field},"flags":256,"name":"{name}","kind":1,'
-            f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{end}","attributes":[{attributes}],'
-            f'"events":[{events}],"status":{{}}}}'
+            f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{end}","attributes":[{attributes}]'
+            f'{events_field},"status":{{}}}}'
         )
         return sid
 
@@ -106,8 +116,9 @@ def _rounds(rng: random.Random, t: int, n: int, k: int) -> tuple[str, int, int, 
             a += 1
         ds, vs = rng.uniform(1e-5, 3e-5), rng.uniform(0.02, 0.04)
         t += int((ds + vs) * 1e9)
-        attrs = ",".join((_attr("drafted", d), _attr("accepted", a), _attr("draft_s", ds), _attr("verify_s", vs)))
-        events.append(f'{{"timeUnixNano":"{t}","name":"speculate.round","attributes":[{attrs}]}}')
+        attrs = ",".join((_attr(sc.ROUND_DRAFTED, d), _attr(sc.ROUND_ACCEPTED, a), _attr(sc.ROUND_DRAFT_S, ds),
+                          _attr(sc.ROUND_VERIFY_S, vs)))
+        events.append(f'{{"timeUnixNano":"{t}","name":"{sc.EVENT_SPECULATE_ROUND}","attributes":[{attrs}]}}')
         acc_total, drafted_total, draft_s, verify_s = acc_total + a, drafted_total + d, draft_s + ds, verify_s + vs
     return ",".join(events), acc_total, drafted_total, draft_s, verify_s, t
 
@@ -115,23 +126,23 @@ def _rounds(rng: random.Random, t: int, n: int, k: int) -> tuple[str, int, int, 
 def _generation(w: _Writer, rng: random.Random, trace: str, parent: str, t: int, speculative: bool) -> int:
     prefill = int(rng.uniform(0.05, 0.3) * 1e9)
     out_tokens = rng.randint(8, 60)
-    attrs: list[tuple[str, object]] = [("gen_ai.operation.name", "chat"), ("gen_ai.request.model", "bench-model"),
-                                       ("gen_ai.usage.input_tokens", rng.randint(200, 900)),
-                                       ("gen_ai.usage.output_tokens", out_tokens)]
+    attrs: list[tuple[str, object]] = [(sc.GEN_AI_OPERATION_NAME, sc.OP_CHAT), (sc.GEN_AI_REQUEST_MODEL, _MODEL),
+                                       (sc.GEN_AI_USAGE_INPUT_TOKENS, rng.randint(200, 900)),
+                                       (sc.GEN_AI_USAGE_OUTPUT_TOKENS, out_tokens)]
     events, end = "", t + prefill
     if speculative:
         k = 3
         events, acc, drafted, ds, vs, end = _rounds(rng, t + prefill, max(1, out_tokens // 3), k)
-        attrs += [("agenttrace.spec.method", "prompt_lookup"), ("agenttrace.spec.num_speculative_tokens", k),
-                  ("agenttrace.spec.rounds", max(1, out_tokens // 3)), ("agenttrace.spec.draft_tokens", drafted),
-                  ("agenttrace.spec.accepted_tokens", acc), ("agenttrace.spec.draft_s", ds), ("agenttrace.spec.verify_s", vs),
-                  ("agenttrace.spec.prefill_s", prefill / 1e9)]
+        attrs += [(sc.SPEC_METHOD, "prompt_lookup"), (sc.SPEC_NUM_SPECULATIVE_TOKENS, k),
+                  (sc.SPEC_ROUNDS, max(1, out_tokens // 3)), (sc.SPEC_DRAFT_TOKENS, drafted),
+                  (sc.SPEC_ACCEPTED_TOKENS, acc), (sc.SPEC_DRAFT_S, ds), (sc.SPEC_VERIFY_S, vs),
+                  (sc.SPEC_PREFILL_S, prefill / 1e9)]
     else:
         end += int(out_tokens * rng.uniform(0.02, 0.04) * 1e9)
-        attrs.append(("agenttrace.spec.method", "none"))
+        attrs.append((sc.SPEC_METHOD, "none"))
     end += 100_000
-    gen = w.span(trace, parent, "chat bench-model", "generation", t, end, tuple(attrs), events)
-    w.span(trace, gen, "prefill", "prefill", t, t + prefill, (("agenttrace.tokens", 500),))
+    gen = w.span(trace, parent, sc.generation_span_name(_MODEL), sc.Segment.GENERATION, t, end, tuple(attrs), events)
+    w.span(trace, gen, sc.SPAN_PREFILL, sc.Segment.PREFILL, t, t + prefill, ((sc.TOKENS, 500),))
     return end
 
 
@@ -140,16 +151,17 @@ def _attempt(w: _Writer, rng: random.Random, trace: str, step: str, index: int, 
     start = t
     attempt_id = w.new_id()
     t = _generation(w, rng, trace, attempt_id, t + 50_000, speculative)
-    result = "final_answer" if final else "tool_call"
+    result = sc.StepOutcome.FINAL_ANSWER if final else sc.StepOutcome.TOOL_CALL
     ok_parse = not (fail and rng.random() < 0.5)
-    w.span(trace, attempt_id, "parse_tool_call", "parse", t, t + 120_000,
-           (("agenttrace.parse.ok", ok_parse), ("agenttrace.parse.result", result) if ok_parse else ("error.type", "parse_error")))
+    parse_error = sc.AttemptOutcome.PARSE_ERROR
+    w.span(trace, attempt_id, sc.SPAN_PARSE, sc.Segment.PARSE, t, t + 120_000,
+           ((sc.PARSE_OK, ok_parse), (sc.PARSE_RESULT, result) if ok_parse else (sc.ERROR_TYPE, parse_error)))
     t += 120_000
-    outcome = "ok" if not fail else ("parse_error" if not ok_parse else "validation_error")
+    outcome = sc.AttemptOutcome.OK if not fail else (parse_error if not ok_parse else sc.AttemptOutcome.VALIDATION_ERROR)
     if ok_parse and not final:
         valid = not fail
-        w.span(trace, attempt_id, "validate_arguments weather", "validation", t, t + 200_000,
-               (("gen_ai.tool.name", "weather"), ("agenttrace.validation.ok", valid), ("agenttrace.decision.correct", valid)))
+        w.span(trace, attempt_id, sc.validation_span_name(_TOOL), sc.Segment.VALIDATION, t, t + 200_000,
+               ((sc.GEN_AI_TOOL_NAME, _TOOL), (sc.VALIDATION_OK, valid), (sc.DECISION_CORRECT, valid)))
         t += 200_000
         if valid:
             parallel = rng.random() < 0.05
@@ -157,14 +169,14 @@ def _attempt(w: _Writer, rng: random.Random, trace: str, step: str, index: int, 
             for i in range(2 if parallel else 1):
                 ts = t + i * 300_000
                 te = ts + int(rng.uniform(0.001, 0.2) * 1e9)
-                tool = w.span(trace, attempt_id, "execute_tool weather", "tool", ts, te, (("gen_ai.tool.name", "weather"),))
+                tool = w.span(trace, attempt_id, sc.tool_span_name(_TOOL), sc.Segment.TOOL, ts, te, ((sc.GEN_AI_TOOL_NAME, _TOOL),))
                 if rng.random() < 0.5:
-                    w.span(trace, tool, "GET", "network", ts + 100_000, te - 100_000, (("http.request.method", "GET"),))
+                    w.span(trace, tool, "GET", sc.Segment.NETWORK, ts + 100_000, te - 100_000, ((sc.HTTP_REQUEST_METHOD, "GET"),))
                 end_tools = max(end_tools, te)
             t = end_tools
     t += 30_000
-    w.span(trace, step, f"attempt {index}", "attempt", start, t,
-           (("agenttrace.attempt.index", index), ("agenttrace.attempt.outcome", outcome)), sid=attempt_id)
+    w.span(trace, step, sc.attempt_span_name(index), sc.Segment.ATTEMPT, start, t,
+           ((sc.ATTEMPT_INDEX, index), (sc.ATTEMPT_OUTCOME, outcome)), sid=attempt_id)
     return t
 
 
@@ -191,13 +203,13 @@ def generate(path: Path, spans: int, seed: int = 0) -> int:
             for a in range(1, attempts + 1):
                 t = _attempt(w, rng, trace, step_id, a, t, final, a < attempts, speculative)
             t += 20_000
-            w.span(trace, agent_id, f"agent_step {s}", "step", step_start, t,
-                   (("agenttrace.step.index", s), ("agenttrace.step.outcome", "final_answer" if final else "tool_call"),
-                    ("agenttrace.step.attempts", attempts)), sid=step_id)
+            outcome = sc.StepOutcome.FINAL_ANSWER if final else sc.StepOutcome.TOOL_CALL
+            w.span(trace, agent_id, sc.step_span_name(s), sc.Segment.STEP, step_start, t,
+                   ((sc.STEP_INDEX, s), (sc.STEP_OUTCOME, outcome), (sc.STEP_ATTEMPTS, attempts)), sid=step_id)
         t += 10_000
-        w.span(trace, None, "invoke_agent bench", "agent", start, t,
-               (("gen_ai.operation.name", "invoke_agent"), ("gen_ai.agent.name", "bench"), ("agenttrace.task.id", f"task-{task}"),
-                ("agenttrace.task.outcome", "completed"), ("agenttrace.steps", n_steps)), sid=agent_id)
+        w.span(trace, None, sc.agent_span_name(_AGENT), sc.Segment.AGENT, start, t,
+               ((sc.GEN_AI_OPERATION_NAME, sc.OP_INVOKE_AGENT), (sc.GEN_AI_AGENT_NAME, _AGENT), (sc.TASK_ID, f"task-{task}"),
+                (sc.TASK_OUTCOME, sc.TaskOutcome.COMPLETED), (sc.STEPS, n_steps)), sid=agent_id)
         t += 1_000_000
     w.close()
     return w.count

@@ -13,7 +13,8 @@ from agenttrace.report import charts
 from agenttrace.report.charts import esc
 from agenttrace.report.model import Comparison, Report, TaskFigures
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.terminal import _summary_rows, ms, task_notes
+from agenttrace.report.text import ms, summary_rows, task_notes
+from agenttrace.report.text import num as _f
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1180px}
@@ -40,7 +41,7 @@ _SCRIPT = """
 
 def _summary(report: Report) -> str:
     runs = report.by_label if len(report.by_label) > 1 else [report.run]
-    columns = [_summary_rows(r) for r in runs]
+    columns = [summary_rows(r) for r in runs]
     head = "".join(f"<th>{esc(r.label or 'value')}</th>" for r in runs)
     rows = "".join(f"<tr><td>{esc(name)}</td>" + "".join(f"<td>{esc(col[i][1])}</td>" for col in columns) + "</tr>"
                    for i, (name, _) in enumerate(columns[0]))
@@ -111,10 +112,6 @@ def _whatif(report: Report) -> str:
     note = ('<p class="note">S(k) = (1 - a<sup>k+1</sup>) / ((1 - a)(k c + 1)) (Leviathan et al. 2023): a is the '
             "per-token acceptance (maximum likelihood over rounds), c the draft cost per token over one verify pass.</p>")
     return note + table + charts.whatif_curves(report.whatif)
-
-
-def _f(x: float | None, digits: int) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
 
 
 def _comparison(c: Comparison) -> str:

@@ -5,20 +5,13 @@ from __future__ import annotations
 from agenttrace.report.model import (
     SEGMENT_FIELDS,
     Comparison,
-    Distribution,
     Report,
     TaskFigures,
     WhatIf,
 )
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.terminal import (
-    _HEADERS,
-    _summary_rows,
-    ms,
-    spec_line,
-    step_label,
-    task_notes,
-)
+from agenttrace.report.text import ms, segment_header, spec_line, step_label, summary_rows, task_notes
+from agenttrace.report.text import num as _f
 
 
 def _cell(text: object) -> str:
@@ -41,7 +34,7 @@ def _task(task: TaskFigures) -> list[str]:
              + (f", correct action {ms(task.time_to_correct_action_s)} ms" if task.time_to_correct_action_s is not None else "")
              + (f", {ms(task.overlap_s)} ms in parallel off the critical path" if task.overlap_s > 0 else "")
              + (" (partial: agent span missing)" if task.partial else "")), ""]
-    header = ["step", "outcome", "attempts", "wall ms", "TTVTC ms", *(f"{_HEADERS.get(c, c)} ms" for c in cols), "retry ms"]
+    header = ["step", "outcome", "attempts", "wall ms", "TTVTC ms", *(f"{segment_header(c)} ms" for c in cols), "retry ms"]
 
     def seg(segs, c: str) -> str:
         return "n/a" if c in task.absent else ms(getattr(segs, c))
@@ -75,16 +68,6 @@ def _whatif(ws: list[WhatIf]) -> list[str]:
     return [*out, *_table(["run", "drafter", "alpha", "c", "k", "S(k)", "best k", "S(best)", "measured", "S by k"], rows, 2), ""]
 
 
-def _f(x: float | None, digits: int) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def _dist(d: Distribution) -> str:
-    if not d.count:
-        return "-"
-    return f"p50 {ms(d.p50)} / p95 {ms(d.p95)}" + (f" / p99 {ms(d.p99)}" if d.p99 is not None else "") + f" ms (n={d.count})"
-
-
 def report_markdown(report: Report, *, tasks: bool = True) -> str:
     """The whole report: per-task step tables (unless `tasks` is False), the run summary (one
     column per run label), the what-if, and the problems met while reading."""
@@ -98,7 +81,7 @@ def report_markdown(report: Report, *, tasks: bool = True) -> str:
         for t in report.tasks:
             out += _task(t)
     runs = report.by_label if len(report.by_label) > 1 else [report.run]
-    columns = [_summary_rows(r) for r in runs]
+    columns = [summary_rows(r) for r in runs]
     rows = [[name, *(col[i][1] for col in columns)] for i, (name, _) in enumerate(columns[0])]
     out += ["## Run summary", "", *_table(["figure", *(r.label or "value" for r in runs)], rows, right_from=99), ""]
     if report.whatif:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, computed_field, create_model
+
+from agenttrace.semconv import Segment
 
 M = TypeVar("M", bound=BaseModel)
 # One set shared by the figures built in bulk (see `lean`).
@@ -22,55 +24,46 @@ def lean(model: M) -> M:
     object.__setattr__(model, "__pydantic_fields_set__", _SHARED_FIELDS_SET)
     return model
 
-SEGMENT_FIELDS = (
-    "prefill",
-    "draft",
-    "verify",
-    "generation",
-    "parse",
-    "validation",
-    "tool",
-    "network",
-    "queue",
-    "memory",
-    "compaction",
-    "delegation",
-    "other",
-)
+
+# The loop's containers: the self time of agent, step and attempt spans is the loop's own
+# overhead, which the report shows as `other` together with spans of unknown segments.
+_CONTAINERS = frozenset({Segment.AGENT, Segment.STEP, Segment.ATTEMPT})
+OTHER = "other"
+# The report's segments: every other `Segment`, in that enum's order, then `other`. The segment
+# models below have one field per name, in this order (their JSON field order).
+SEGMENT_FIELDS: tuple[str, ...] = (*(s.value for s in Segment if s not in _CONTAINERS), OTHER)
+# Segments added after the schema's first version: their distributions default to empty, so
+# report JSON written before them still loads (`Report.schema_version`: fields are only added).
+_ADDED_AFTER_V1 = frozenset({Segment.QUEUE})
 
 
-class SegmentTimes(BaseModel):
-    """Self time charged to each segment, in seconds. `generation` is the rest of generation:
-    generation time that is not prefill, draft or verify (decode steps, sampling, tokenizing)."""
-
-    prefill: float = 0.0
-    draft: float = 0.0
-    verify: float = 0.0
-    generation: float = 0.0
-    parse: float = 0.0
-    validation: float = 0.0
-    tool: float = 0.0
-    network: float = 0.0
-    queue: float = 0.0  # a remote model server's queue (vLLM's time_in_queue)
-    memory: float = 0.0
-    compaction: float = 0.0
-    delegation: float = 0.0
-    other: float = 0.0  # agent, step and attempt self time, and spans of unknown segments
+class _SegmentTimesBase(BaseModel):
+    """SegmentTimes' methods; its fields are made from SEGMENT_FIELDS below."""
 
     def total(self) -> float:
         return sum(getattr(self, f) for f in SEGMENT_FIELDS)
 
     def add(self, segment: str, seconds: float) -> None:
-        field = segment if segment in SEGMENT_FIELDS else "other"
+        field = segment if segment in SEGMENT_FIELDS else OTHER
         setattr(self, field, getattr(self, field) + seconds)
 
     def merge(self, other: SegmentTimes) -> None:
         for f in SEGMENT_FIELDS:
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
-
     def is_zero(self) -> bool:
         return not any(getattr(self, f) for f in SEGMENT_FIELDS)
+
+
+# Made from SEGMENT_FIELDS, so a segment is named once (semconv.Segment): one float per name.
+SegmentTimes = create_model(
+    "SegmentTimes",
+    __base__=_SegmentTimesBase,
+    __module__=__name__,
+    __doc__="""Self time charged to each segment, in seconds. `generation` is the rest of generation:
+    generation time that is not prefill, draft or verify (decode steps, sampling, tokenizing).""",
+    **{name: (float, 0.0) for name in SEGMENT_FIELDS},
+)
 
 
 class SpecFigures(BaseModel):
@@ -226,22 +219,13 @@ class Distribution(BaseModel):
     max: float | None = None
 
 
-class SegmentDistributions(BaseModel):
-    """Per-step time in each segment, as distributions across steps."""
-
-    prefill: Distribution
-    draft: Distribution
-    verify: Distribution
-    generation: Distribution
-    parse: Distribution
-    validation: Distribution
-    tool: Distribution
-    network: Distribution
-    queue: Distribution = Field(default_factory=lambda: Distribution(count=0))
-    memory: Distribution
-    compaction: Distribution
-    delegation: Distribution
-    other: Distribution
+SegmentDistributions = create_model(
+    "SegmentDistributions",
+    __module__=__name__,
+    __doc__="Per-step time in each segment, as distributions across steps.",
+    **{name: (Distribution, Field(default_factory=lambda: Distribution(count=0))) if name in _ADDED_AFTER_V1
+       else (Distribution, ...) for name in SEGMENT_FIELDS},
+)
 
 
 class RunFigures(BaseModel):

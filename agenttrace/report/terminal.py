@@ -9,37 +9,17 @@ from rich.table import Table
 from agenttrace.report.model import (
     SEGMENT_FIELDS,
     Comparison,
-    Distribution,
     Report,
-    RunFigures,
     SegmentTimes,
-    SpecFigures,
-    StepFigures,
     TaskFigures,
     WhatIf,
 )
 from agenttrace.report.seen import input_lines, no_tasks_message
+from agenttrace.report.text import ms, segment_header, spec_line, step_label, summary_rows, task_notes
+from agenttrace.report.text import num as _num
 
 # Always shown (the issue's list); memory, compaction and delegation only when a task has them.
 _CORE = ("prefill", "draft", "verify", "generation", "parse", "validation", "tool", "network", "other")
-_HEADERS = {"generation": "gen rest", "validation": "valid", "network": "net", "compaction": "compact",
-            "delegation": "delegate"}
-
-
-def ms(seconds: float | None) -> str:
-    """Milliseconds with the precision a reader needs: 1234, 12.3, 0.04."""
-    if seconds is None:
-        return "-"
-    v = seconds * 1e3
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 1:
-        return f"{v:.1f}"
-    return f"{v:.2f}" if v > 0 else "0"
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
 
 
 def _columns(task: TaskFigures) -> list[str]:
@@ -49,24 +29,6 @@ def _columns(task: TaskFigures) -> list[str]:
 
 def _seg_cells(segs: SegmentTimes, cols: list[str], absent: list[str] = ()) -> list[str]:
     return ["n/a" if c in absent else ms(getattr(segs, c)) for c in cols]
-
-
-def spec_line(spec: SpecFigures) -> str:
-    if not spec.generations:
-        return "no generations"
-    parts = [f"{spec.generations} generations, {spec.output_tokens} tokens"]
-    if spec.tokens_per_s is not None:
-        parts.append(f"{spec.tokens_per_s:.1f} tok/s")
-    methods = [m for m in spec.methods if m != "none"]
-    if methods and spec.rounds:
-        parts.append(
-            f"{'/'.join(methods)}: acceptance {_pct(spec.acceptance_rate)} "
-            f"({spec.accepted_tokens}/{spec.draft_tokens}), mean acceptance length {spec.mean_acceptance_length:.2f} "
-            f"over {spec.rounds} rounds"
-        )
-    if spec.fallbacks:
-        parts.append(f"{spec.fallbacks} fell back to plain decoding")
-    return "; ".join(parts)
 
 
 def task_table(task: TaskFigures) -> Table:
@@ -92,7 +54,7 @@ def task_table(task: TaskFigures) -> Table:
     table.add_column("wall", justify="right")
     table.add_column("TTVTC", justify="right")
     for c in cols:
-        table.add_column(_HEADERS.get(c, c), justify="right")
+        table.add_column(segment_header(c), justify="right")
     table.add_column("retry", justify="right")
     for s in task.steps:
         table.add_row(
@@ -107,60 +69,6 @@ def task_table(task: TaskFigures) -> Table:
     return table
 
 
-def step_label(step: StepFigures) -> str:
-    """The step's index, starred when the step was inferred (see `task_notes`)."""
-    return f"{step.index}*" if step.inferred else str(step.index)
-
-
-def task_notes(task: TaskFigures) -> list[str]:
-    """What the task's table cannot show as recorded: inferred figures and absent segments."""
-    notes = []
-    if task.inferred:
-        notes.append("inferred, not recorded: " + ", ".join(task.inferred)
-                     + (" (* steps inferred from the spans' order, SPANS.md)" if any(s.inferred for s in task.steps) else ""))
-    if task.absent:
-        notes.append("n/a: " + ", ".join(task.absent) + " (no span of this trace's instrumentation records them)")
-    return notes
-
-
-def _dist(d: Distribution) -> str:
-    if not d.count:
-        return "-"
-    text = f"p50 {ms(d.p50)} / p95 {ms(d.p95)}"
-    if d.p99 is not None:
-        text += f" / p99 {ms(d.p99)}"
-    return f"{text} ms (n={d.count})"
-
-
-def _summary_rows(r: RunFigures) -> list[tuple[str, str]]:
-    total = r.segments.total() or 1.0
-    shares = ", ".join(
-        f"{_HEADERS.get(f, f)} {100 * getattr(r.segments, f) / total:.0f}%" for f in SEGMENT_FIELDS if getattr(r.segments, f) > 0
-    )
-    thr = "-" if r.decision_throughput is None else f"{r.decision_throughput:.3f} valid decisions/s"
-    tasks = f"{r.tasks} ({r.completed} completed, {_pct(r.completion_rate)})"
-    if r.partial_tasks:
-        tasks += f" + {r.partial_tasks} partial"
-    rows = [
-        ("tasks", tasks),
-        ("attempts valid", f"{r.valid_attempts}/{r.attempts} ({_pct(r.validity_rate)})"),
-        ("steps needing a retry", f"{r.steps_with_retry}/{r.steps} ({_pct(r.retry_share)})"),
-        ("time lost to failed attempts", f"{r.retry_s:.2f} s of {r.segments.total():.2f} s"),
-        ("decision throughput", thr),
-        ("time to valid tool call (task)", _dist(r.ttvtc)),
-        ("time to valid tool call (step)", _dist(r.step_ttvtc)),
-        ("time to correct action", _dist(r.time_to_correct_action)),
-        ("task time", _dist(r.task_wall)),
-        ("step time", _dist(r.step_wall)),
-        ("decode time per token", _dist(r.decode_s_per_token)),
-        ("where the time went", shares or "-"),
-        ("generation", spec_line(r.speculation)),
-    ]
-    if r.overlap_s > 0:
-        rows.append(("in parallel, off the critical path", f"{r.overlap_s:.2f} s"))
-    return rows
-
-
 def summary_table(report: Report) -> Table:
     """The run summary; with several run labels, one column per label."""
     runs = report.by_label if len(report.by_label) > 1 else [report.run]
@@ -168,7 +76,7 @@ def summary_table(report: Report) -> Table:
     t.add_column("figure")
     for r in runs:
         t.add_column(r.label or "value")
-    columns = [_summary_rows(r) for r in runs]
+    columns = [summary_rows(r) for r in runs]
     for i, (name, _) in enumerate(columns[0]):
         t.add_row(name, *(col[i][1] for col in columns))
     return t
@@ -198,10 +106,6 @@ def whatif_table(whatifs: list[WhatIf]) -> Table:
             str(w.best_k or "-"), _num(w.best_speedup, 2), _num(w.best_over_actual, 2), _num(w.measured_speedup, 2),
         )
     return t
-
-
-def _num(x: float | None, digits: int) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
 
 
 def comparison_table(c: Comparison) -> Table:

@@ -25,14 +25,16 @@ import urllib.request
 from typing import Any
 
 from agenttrace import semconv as sc
-from agenttrace.traces.records import EventRecord, LoadResult, SpanRecord
+from agenttrace.traces.records import SPAN_KINDS, EventRecord, LoadResult, SpanRecord
 
 __all__ = ["JaegerQuery", "is_jaeger_document", "query_jaeger", "spans_from_jaeger"]
 
-_KINDS = {"client": "CLIENT", "server": "SERVER", "producer": "PRODUCER", "consumer": "CONSUMER", "internal": "INTERNAL"}
+# Jaeger's `span.kind` tag is the OTLP kind's name in lower case.
+_KINDS = {name.lower(): name for name in SPAN_KINDS.values()}
 # Tags that Jaeger derives from OTLP span fields; they go back into those fields.
-_SPAN_FIELD_TAGS = {"span.kind", "otel.status_code", "otel.status_description", "error", "internal.span.format",
-                    "otel.scope.name", "otel.scope.version", "otel.library.name", "otel.library.version"}
+_SPAN_FIELD_TAGS = {sc.JAEGER_SPAN_KIND, sc.JAEGER_STATUS_CODE, sc.JAEGER_STATUS_DESCRIPTION, sc.JAEGER_ERROR,
+                    sc.JAEGER_SPAN_FORMAT, sc.JAEGER_SCOPE_NAME, sc.JAEGER_SCOPE_VERSION, sc.JAEGER_LIBRARY_NAME,
+                    sc.JAEGER_LIBRARY_VERSION}
 # OTLP array attributes Jaeger stores as JSON-encoded strings; read back as lists.
 _ARRAY_ATTRIBUTES = {sc.GEN_AI_RESPONSE_FINISH_REASONS, sc.SPEC_ACCEPTANCE_PER_POSITION}
 
@@ -86,17 +88,17 @@ def _span(s: dict[str, Any], resources: dict[str, dict[str, Any]], source: str) 
     if parent is None and s.get("parentSpanID"):  # older Jaeger JSON carries the parent directly
         parent = str(s["parentSpanID"]).lower()
     tags = _tags(s.get("tags"))
-    kind = _KINDS.get(str(tags.get("span.kind", "")).lower(), "UNSPECIFIED")
-    code = str(tags.get("otel.status_code", "")).upper()
-    status = code if code in ("OK", "ERROR") else ("ERROR" if tags.get("error") is True else "UNSET")
-    message = str(tags.get("otel.status_description", ""))
-    scope = str(tags.get("otel.scope.name") or tags.get("otel.library.name") or "")
+    kind = _KINDS.get(str(tags.get(sc.JAEGER_SPAN_KIND, "")).lower(), "UNSPECIFIED")
+    code = str(tags.get(sc.JAEGER_STATUS_CODE, "")).upper()
+    status = code if code in ("OK", "ERROR") else ("ERROR" if tags.get(sc.JAEGER_ERROR) is True else "UNSET")
+    message = str(tags.get(sc.JAEGER_STATUS_DESCRIPTION, ""))
+    scope = str(tags.get(sc.JAEGER_SCOPE_NAME) or tags.get(sc.JAEGER_LIBRARY_NAME) or "")
     for key in _SPAN_FIELD_TAGS & tags.keys():
         del tags[key]
     events = []
     for log in s.get("logs") or ():
         fields = _tags(log.get("fields"))
-        name = str(fields.pop("event", fields.pop("message", "log")))
+        name = str(fields.pop(sc.JAEGER_LOG_EVENT, fields.pop(sc.JAEGER_LOG_MESSAGE, "log")))
         events.append(EventRecord(sys.intern(name), _us_to_ns(log.get("timestamp")), fields))
     start = _us_to_ns(s.get("startTime"))
     process = s.get("processID") or ""

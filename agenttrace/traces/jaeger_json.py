@@ -34,7 +34,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import StatusCode
 from pydantic import BaseModel, model_serializer
 
 from agenttrace import semconv as sc
@@ -50,25 +50,7 @@ __all__ = [
     "to_jaeger",
 ]
 
-# Tag and field names Jaeger's translator writes (its own conventions, not OTel attributes).
-TAG_SCOPE_NAME = "otel.scope.name"
-TAG_SCOPE_VERSION = "otel.scope.version"
-TAG_SPAN_KIND = "span.kind"
-TAG_STATUS_CODE = "otel.status_code"
-TAG_STATUS_DESCRIPTION = "otel.status_description"
-TAG_ERROR = "error"
-TAG_TRACE_STATE = "w3c.tracestate"
-FIELD_EVENT = "event"
-LINK_REF_TYPE = "opentracing.ref_type"
-NO_SERVICE_NAME = "OTLPResourceNoServiceName"
 _JS_MAX_SAFE_INTEGER = 2**53 - 1
-_KIND_TAGS = {
-    SpanKind.INTERNAL: "internal",
-    SpanKind.SERVER: "server",
-    SpanKind.CLIENT: "client",
-    SpanKind.PRODUCER: "producer",
-    SpanKind.CONSUMER: "consumer",
-}
 
 ValueType = Literal["string", "bool", "int64", "float64", "binary"]
 
@@ -199,21 +181,21 @@ def _span_tags(span: ReadableSpan) -> list[JaegerKeyValue]:
     tags: list[JaegerKeyValue] = []
     scope = span.instrumentation_scope
     if scope is not None and scope.name:
-        tags.append(tag(TAG_SCOPE_NAME, scope.name))
+        tags.append(tag(sc.JAEGER_SCOPE_NAME, scope.name))
     if scope is not None and scope.version:
-        tags.append(tag(TAG_SCOPE_VERSION, scope.version))
+        tags.append(tag(sc.JAEGER_SCOPE_VERSION, scope.version))
     tags.extend(tag(k, v) for k, v in (span.attributes or {}).items())
-    tags.append(tag(TAG_SPAN_KIND, _KIND_TAGS[span.kind]))
+    tags.append(tag(sc.JAEGER_SPAN_KIND, span.kind.name.lower()))
     status = span.status
     if status.status_code is not StatusCode.UNSET:
-        tags.append(tag(TAG_STATUS_CODE, status.status_code.name))
+        tags.append(tag(sc.JAEGER_STATUS_CODE, status.status_code.name))
     if status.status_code is StatusCode.ERROR:
-        tags.append(tag(TAG_ERROR, True))
+        tags.append(tag(sc.JAEGER_ERROR, True))
     if status.description:
-        tags.append(tag(TAG_STATUS_DESCRIPTION, status.description))
+        tags.append(tag(sc.JAEGER_STATUS_DESCRIPTION, status.description))
     trace_state = span.context.trace_state if span.context is not None else None
     if trace_state:
-        tags.append(tag(TAG_TRACE_STATE, ",".join(f"{k}={v}" for k, v in trace_state.items())))
+        tags.append(tag(sc.JAEGER_TRACE_STATE, ",".join(f"{k}={v}" for k, v in trace_state.items())))
     return tags
 
 
@@ -221,7 +203,7 @@ def _logs(span: ReadableSpan) -> list[JaegerLog]:
     logs = []
     for event in span.events:
         attrs = event.attributes or {}
-        fields = [tag(FIELD_EVENT, event.name)] if event.name and FIELD_EVENT not in attrs else []
+        fields = [tag(sc.JAEGER_LOG_EVENT, event.name)] if event.name and sc.JAEGER_LOG_EVENT not in attrs else []
         fields.extend(tag(k, v) for k, v in attrs.items())
         logs.append(JaegerLog(timestamp=event.timestamp // 1000, fields=fields))
     return logs
@@ -233,7 +215,8 @@ def _references(span: ReadableSpan, trace_id: str) -> list[JaegerReference]:
     if parent is not None and parent.span_id:
         refs.append(JaegerReference(refType="CHILD_OF", traceID=trace_id, spanID=span_id_hex(parent.span_id)))
     for link in span.links:
-        ref_type = "CHILD_OF" if (link.attributes or {}).get(LINK_REF_TYPE) == "child_of" else "FOLLOWS_FROM"
+        child_of = (link.attributes or {}).get(sc.LINK_REF_TYPE) == sc.LINK_REF_TYPE_CHILD_OF
+        ref_type = "CHILD_OF" if child_of else "FOLLOWS_FROM"
         link_trace, link_span = trace_id_hex(link.context.trace_id), span_id_hex(link.context.span_id)
         if refs and refs[0].refType == "CHILD_OF" and (link_trace, link_span) == (trace_id, refs[0].spanID):
             refs[0].refType = ref_type  # the link names the parent: it decides the type
@@ -245,7 +228,7 @@ def _references(span: ReadableSpan, trace_id: str) -> list[JaegerReference]:
 def _process(resource_attributes: Mapping[str, Any]) -> JaegerProcess:
     service = resource_attributes.get(sc.SERVICE_NAME)
     tags = [tag(k, v) for k, v in resource_attributes.items() if k != sc.SERVICE_NAME]
-    return JaegerProcess(serviceName=str(service) if service is not None else NO_SERVICE_NAME, tags=tags)
+    return JaegerProcess(serviceName=str(service) if service is not None else sc.JAEGER_NO_SERVICE_NAME, tags=tags)
 
 
 def _span(span: ReadableSpan, process_id: str) -> JaegerSpan:

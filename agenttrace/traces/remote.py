@@ -79,7 +79,7 @@ def split_remote_generations(index: SpanIndex, problems: list[str]) -> None:
         if not servers:
             continue
         server = _fit(index, client, servers[0], problems)
-        if server.name == sc.VLLM_SPAN_NAME or any(k.startswith("gen_ai.latency.") for k in server.attributes):
+        if server.name == sc.VLLM_SPAN_NAME or any(k.startswith(sc.VLLM_LATENCY_PREFIX) for k in server.attributes):
             _vllm_parts(index, server)
         for tag, start, end in (("net_out", client.start_ns, server.start_ns), ("net_back", server.end_ns, client.end_ns)):
             if end > start:

@@ -19,8 +19,8 @@ from agenttrace.traces.conventions import SpanRole, first_number, first_text
 from agenttrace.traces.records import SpanRecord
 
 NAME = "OpenTelemetry GenAI"
-CURRENT = "gen_ai.provider.name (v1.37+, gen_ai_latest_experimental)"
-BEFORE_1_37 = "gen_ai.system (before v1.37)"
+CURRENT = f"{sc.GEN_AI_PROVIDER_NAME} (v1.37+, gen_ai_latest_experimental)"
+BEFORE_1_37 = f"{sc.GEN_AI_SYSTEM} (before v1.37)"
 _LEFT_OUT = {
     "embeddings": "embeddings: not a step of the agent loop (their time counts as other)",
     "create_agent": "agent creation: outside any run",
@@ -68,7 +68,7 @@ def role(span: SpanRecord) -> SpanRole | None:
     a = span.attributes
     op = a.get(sc.GEN_AI_OPERATION_NAME)
     if not isinstance(op, str):
-        if any(k.startswith("gen_ai.") for k in a):
+        if any(k.startswith(sc.GEN_AI_NAMESPACE) for k in a):
             return SpanRole(NAME, None, "GenAI attributes but no gen_ai.operation.name", _variant(a))
         return None
     variant = _variant(a)

@@ -14,7 +14,7 @@ NAME = "OpenLLMetry"
 _KINDS = {"workflow": sc.Segment.AGENT, "agent": sc.Segment.AGENT, "tool": sc.Segment.TOOL}
 _LEFT_OUT = {"task": "task: a grouping span; its children are mapped, its own time counts as other"}
 # Keys only traceloop's instrumentations write on their LLM spans.
-_LLM_MARKS = (sc.TL_LLM_REQUEST_TYPE, "gen_ai.is_streaming", "llm.is_streaming", "gen_ai.openai.api_base",
+_LLM_MARKS = (sc.TL_LLM_REQUEST_TYPE, sc.TL_GEN_AI_IS_STREAMING, sc.TL_LLM_IS_STREAMING, sc.TL_OPENAI_API_BASE,
               sc.TL_LLM_USAGE_TOTAL_TOKENS)
 _LLM_OPS = {"chat", "completion", "completions", "messages", "generate_content", "text_completion"}
 

@@ -14,8 +14,6 @@ from agenttrace.traces.records import SpanRecord
 
 NAME = "pydantic-ai"
 _SCOPE = "pydantic-ai"
-_FAILURE_STAGE = "pydantic_ai.tool.failure_stage"
-_RETRY_CAUSE = "pydantic_ai.tool.retry.cause"
 _OLD_NAMES = {"agent run": sc.Segment.AGENT, "running tool": sc.Segment.TOOL}
 
 
@@ -24,7 +22,7 @@ def _is_pydantic_ai(span: SpanRecord) -> bool:
         return True
     a = span.attributes
     return span.name in _OLD_NAMES or span.name == "running tools" or (sc.PAI_LOGFIRE_MSG in a and (
-        sc.PAI_AGENT_NAME in a or any(k.startswith("pydantic_ai.") for k in a)))
+        sc.PAI_AGENT_NAME in a or any(k.startswith(sc.PAI_NAMESPACE) for k in a)))
 
 
 def role(span: SpanRecord) -> SpanRole | None:
@@ -41,7 +39,7 @@ def role(span: SpanRecord) -> SpanRole | None:
         return SpanRole(NAME, sc.Segment.AGENT, attributes=attrs)
     if op == sc.OP_EXECUTE_TOOL or segment == sc.Segment.TOOL:
         attrs: dict[str, object] = {sc.GEN_AI_TOOL_NAME: first_text(a, sc.GEN_AI_TOOL_NAME) or span.name}
-        if a.get(_FAILURE_STAGE) == "validation" or a.get(_RETRY_CAUSE) == "validation_error":
+        if a.get(sc.PAI_TOOL_FAILURE_STAGE) == "validation" or a.get(sc.PAI_TOOL_RETRY_CAUSE) == "validation_error":
             attrs[sc.ERROR_TYPE] = sc.AttemptOutcome.VALIDATION_ERROR.value
         return SpanRole(NAME, sc.Segment.TOOL, attributes=attrs)
     if span.name == "running tools":

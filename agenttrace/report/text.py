@@ -1,0 +1,116 @@
+"""The report's figures as short text, shared by the terminal, Markdown and HTML renderings: times
+in milliseconds, rates, distributions, the speculation line, the notes on inferred and absent
+figures and the run summary's rows. Each figure is worded here once, whichever rendering shows it.
+"""
+
+from __future__ import annotations
+
+from agenttrace.report.model import SEGMENT_FIELDS, Distribution, RunFigures, SpecFigures, StepFigures, TaskFigures
+
+__all__ = ["dist", "ms", "num", "pct", "segment_header", "spec_line", "step_label", "summary_rows", "task_notes"]
+
+# Shorter column headers for the segments whose name would widen a table column.
+_HEADERS = {"generation": "gen rest", "validation": "valid", "network": "net", "compaction": "compact",
+            "delegation": "delegate"}
+
+
+def segment_header(segment: str) -> str:
+    """A segment's column header: its name, or a shorter one."""
+    return _HEADERS.get(segment, segment)
+
+
+def ms(seconds: float | None) -> str:
+    """Milliseconds with the precision a reader needs: 1234, 12.3, 0.04."""
+    if seconds is None:
+        return "-"
+    v = seconds * 1e3
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 1:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if v > 0 else "0"
+
+
+def pct(x: float | None) -> str:
+    """A rate as a whole percentage; `-` when there is none."""
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def num(x: float | None, digits: int) -> str:
+    """A number with `digits` decimals; `-` when there is none."""
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def dist(d: Distribution) -> str:
+    """p50 / p95 (/ p99 when there are enough samples) in ms, with the count; `-` when empty."""
+    if not d.count:
+        return "-"
+    text = f"p50 {ms(d.p50)} / p95 {ms(d.p95)}"
+    if d.p99 is not None:
+        text += f" / p99 {ms(d.p99)}"
+    return f"{text} ms (n={d.count})"
+
+
+def spec_line(spec: SpecFigures) -> str:
+    """Generations, tokens, throughput and, for speculative ones, acceptance and fallbacks."""
+    if not spec.generations:
+        return "no generations"
+    parts = [f"{spec.generations} generations, {spec.output_tokens} tokens"]
+    if spec.tokens_per_s is not None:
+        parts.append(f"{spec.tokens_per_s:.1f} tok/s")
+    methods = [m for m in spec.methods if m != "none"]
+    if methods and spec.rounds:
+        parts.append(
+            f"{'/'.join(methods)}: acceptance {pct(spec.acceptance_rate)} "
+            f"({spec.accepted_tokens}/{spec.draft_tokens}), mean acceptance length {spec.mean_acceptance_length:.2f} "
+            f"over {spec.rounds} rounds"
+        )
+    if spec.fallbacks:
+        parts.append(f"{spec.fallbacks} fell back to plain decoding")
+    return "; ".join(parts)
+
+
+def step_label(step: StepFigures) -> str:
+    """The step's index, starred when the step was inferred (see `task_notes`)."""
+    return f"{step.index}*" if step.inferred else str(step.index)
+
+
+def task_notes(task: TaskFigures) -> list[str]:
+    """What the task's table cannot show as recorded: inferred figures and absent segments."""
+    notes = []
+    if task.inferred:
+        notes.append("inferred, not recorded: " + ", ".join(task.inferred)
+                     + (" (* steps inferred from the spans' order, SPANS.md)" if any(s.inferred for s in task.steps) else ""))
+    if task.absent:
+        notes.append("n/a: " + ", ".join(task.absent) + " (no span of this trace's instrumentation records them)")
+    return notes
+
+
+def summary_rows(r: RunFigures) -> list[tuple[str, str]]:
+    """The run summary as (figure, value) rows, in the order every rendering shows them."""
+    total = r.segments.total() or 1.0
+    shares = ", ".join(
+        f"{segment_header(f)} {100 * getattr(r.segments, f) / total:.0f}%" for f in SEGMENT_FIELDS if getattr(r.segments, f) > 0
+    )
+    thr = "-" if r.decision_throughput is None else f"{r.decision_throughput:.3f} valid decisions/s"
+    tasks = f"{r.tasks} ({r.completed} completed, {pct(r.completion_rate)})"
+    if r.partial_tasks:
+        tasks += f" + {r.partial_tasks} partial"
+    rows = [
+        ("tasks", tasks),
+        ("attempts valid", f"{r.valid_attempts}/{r.attempts} ({pct(r.validity_rate)})"),
+        ("steps needing a retry", f"{r.steps_with_retry}/{r.steps} ({pct(r.retry_share)})"),
+        ("time lost to failed attempts", f"{r.retry_s:.2f} s of {r.segments.total():.2f} s"),
+        ("decision throughput", thr),
+        ("time to valid tool call (task)", dist(r.ttvtc)),
+        ("time to valid tool call (step)", dist(r.step_ttvtc)),
+        ("time to correct action", dist(r.time_to_correct_action)),
+        ("task time", dist(r.task_wall)),
+        ("step time", dist(r.step_wall)),
+        ("decode time per token", dist(r.decode_s_per_token)),
+        ("where the time went", shares or "-"),
+        ("generation", spec_line(r.speculation)),
+    ]
+    if r.overlap_s > 0:
+        rows.append(("in parallel, off the critical path", f"{r.overlap_s:.2f} s"))
+    return rows
