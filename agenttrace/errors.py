@@ -18,6 +18,8 @@ Bugs in agenttrace itself are not wrapped: they raise as they are, with their ca
 
 from __future__ import annotations
 
+import asyncio
+
 __all__ = [
     "AgentTraceError",
     "ArgumentsInvalid",
@@ -102,3 +104,9 @@ class InputFileError(AgentTraceError):
         self.line = line
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {message}")
+
+
+def is_cancellation(exc: BaseException | None) -> bool:
+    """Whether `exc` stops the work on purpose (our cancel token, asyncio's, Ctrl-C) rather than
+    failing it: spans say `cancelled`, outcomes `cancelled`, never `error`."""
+    return isinstance(exc, (GenerationCancelled, asyncio.CancelledError, KeyboardInterrupt))

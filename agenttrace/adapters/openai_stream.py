@@ -23,9 +23,7 @@ from agenttrace.adapters.replies import read_reply, usage_of
 from agenttrace.instrument.decisions import is_cancellation
 from agenttrace.instrument.frames import (
     Placement,
-    end_span,
     place_leaf,
-    start_span,
 )
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.content import chat_input_messages, chat_output_messages
@@ -54,8 +52,7 @@ class ChatCall:
         self.tel = self.placement.tel
         self.start_ns = self.tel.clock.now_ns()
         self.model = model or None
-        self.span: Span = start_span(
-            self.tel, sc.Segment.GENERATION, sc.generation_span_name(self.model), attrs, kind=kind,
+        self.span: Span = self.tel.start_span(sc.Segment.GENERATION, sc.generation_span_name(self.model), attrs, kind=kind,
             parent=self.placement.parent,
         )
         if self.placement.run is not None:
@@ -160,7 +157,7 @@ class ChatCall:
             self.tel.guard("recording a stream's end", self._record_stream_end, stopped_early)
         if exc is not None and not is_cancellation(exc):
             self.placement.note(error=True)
-        self.tel.guard("ending a generation span", end_span, self.tel, self.span, exc)
+        self.tel.guard("ending a generation span", self.tel.end_span, self.span, exc)
 
 
 class _StreamBase:

@@ -7,28 +7,14 @@ spans recorded inside an attempt imply, and what a step's last attempt makes of 
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from agenttrace import semconv as sc
-from agenttrace.errors import (
-    ArgumentsInvalid,
-    GenerationCancelled,
-    ModelMistake,
-    ParseError,
-    ToolFailed,
-)
+from agenttrace.errors import ArgumentsInvalid, ModelMistake, ParseError, ToolFailed, is_cancellation
 
 __all__ = ["Flags", "attempt_outcome", "is_cancellation", "step_outcome"]
 
 Outcome = sc.AttemptOutcome
-_CANCELLED = (GenerationCancelled, KeyboardInterrupt, asyncio.CancelledError)
-
-
-def is_cancellation(exc: BaseException | None) -> bool:
-    return isinstance(exc, _CANCELLED)
-
-
 @dataclass
 class Flags:
     """What the spans recorded inside an attempt (or a step) said about its decision."""

@@ -21,14 +21,12 @@ frame's attempt (or the frame itself, outside steps).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind
-from opentelemetry.util.types import AttributeValue
+from opentelemetry.trace import Span
 
 from agenttrace import semconv as sc
 from agenttrace.instrument.config import get_telemetry
@@ -43,29 +41,6 @@ from agenttrace.telemetry.spans import error_type, mark_error
 
 Outcome = sc.AttemptOutcome
 _FRAME: ContextVar[AgentRun | Step | Attempt | None] = ContextVar("agenttrace_frame", default=None)
-
-
-# -- span primitives ------------------------------------------------------------------------------
-def start_span(
-    tel: Telemetry,
-    segment: str,
-    name: str,
-    attributes: Mapping[str, AttributeValue] | None,
-    *,
-    kind: SpanKind = SpanKind.INTERNAL,
-    parent: Context | None = None,
-) -> Span:
-    """A started (not current) span at `tel.clock.now_ns()`; `parent` None means the current context."""
-    attrs: dict[str, AttributeValue] = {sc.SEGMENT: segment}
-    attrs.update(attributes or {})
-    return tel.tracer.start_span(name, context=parent, kind=kind, attributes=attrs, start_time=tel.clock.now_ns())
-
-
-def end_span(tel: Telemetry, span: Span, exc: BaseException | None) -> None:
-    """Mark a failure (error.type, status ERROR; `cancelled` for cancellation) and end on the clock."""
-    if exc is not None:
-        mark_error(span, error_type(exc), str(exc) or type(exc).__name__)
-    span.end(end_time=tel.clock.now_ns())
 
 
 # -- frames -------------------------------------------------------------------------------------
@@ -212,7 +187,7 @@ class Step:
         self.attempts += 1
         index = self.attempts
         parent = trace.set_span_in_context(self.span)
-        span = start_span(self.tel, sc.Segment.ATTEMPT, sc.attempt_span_name(index), {sc.ATTEMPT_INDEX: index}, parent=parent)
+        span = self.tel.start_span(sc.Segment.ATTEMPT, sc.attempt_span_name(index), {sc.ATTEMPT_INDEX: index}, parent=parent)
         attempt = Attempt(self, span, index, implicit=implicit)
         self.current = self.last = attempt
         return attempt

@@ -13,9 +13,7 @@ from agenttrace.instrument.decisions import is_cancellation
 from agenttrace.instrument.frames import (
     Frame,
     Placement,
-    end_span,
     place_leaf,
-    start_span,
 )
 from agenttrace.instrument.scope import Scope
 from agenttrace.telemetry import Telemetry
@@ -60,7 +58,7 @@ class LeafScope(Scope[Any]):
     def _open(self) -> tuple[Any, Telemetry, Span, Frame | None]:
         placement = place_leaf(self._kwargs.get("telemetry"))
         segment, name, attrs, kind = self._describe()
-        span = start_span(placement.tel, segment, name, attrs, kind=kind, parent=placement.parent)
+        span = placement.tel.start_span(segment, name, attrs, kind=kind, parent=placement.parent)
         return self._handle(placement, span), placement.tel, span, None
 
     def _handle(self, placement: Placement, span: Span) -> Any:
@@ -68,7 +66,7 @@ class LeafScope(Scope[Any]):
 
     def _close(self, handle: Any, exc: BaseException | None) -> None:
         self._finish(handle, exc)
-        end_span(handle.placement.tel, handle.span, exc)
+        handle.placement.tel.end_span(handle.span, exc)
 
     def _finish(self, handle: Any, exc: BaseException | None) -> None:
         if exc is not None:

@@ -16,10 +16,8 @@ from agenttrace.instrument.frames import (
     Frame,
     Step,
     current_frame,
-    end_span,
     frame_telemetry,
     place_leaf,
-    start_span,
 )
 from agenttrace.instrument.scope import Scope
 from agenttrace.telemetry import Telemetry
@@ -90,7 +88,7 @@ class agent_span(Scope[AgentRun]):  # noqa: N801 - used like a function: `with a
             tel, parent = placement.tel, placement.parent
         attrs = _agent_attributes(self.name, task_id, self.model, self.provider, agent_id=self.agent_id,
                                   description=self.description, conversation_id=self.conversation_id)
-        span = start_span(tel, self._segment, sc.agent_span_name(self.name), attrs, kind=self._kind(), parent=parent)
+        span = tel.start_span(self._segment, sc.agent_span_name(self.name), attrs, kind=self._kind(), parent=parent)
         run = AgentRun(tel, span, self.name, task_id, model=self.model, provider=self.provider)
         return run, tel, span, run
 
@@ -116,7 +114,7 @@ class agent_span(Scope[AgentRun]):  # noqa: N801 - used like a function: `with a
         run.span.set_attributes(attrs)
         if exc is None and outcome is not sc.TaskOutcome.COMPLETED:
             mark_error(run.span, outcome.value, f"task {run.task_id} ended {outcome.value}")
-        end_span(run.tel, run.span, exc)
+        run.tel.end_span(run.span, exc)
 
 
 class delegation_span(agent_span):  # noqa: N801
@@ -188,7 +186,7 @@ def finish_step(step: Step, exc: BaseException | None) -> None:
     step.span.set_attributes({sc.STEP_OUTCOME: outcome.value, sc.STEP_ATTEMPTS: step.attempts})
     if exc is None and outcome not in (sc.StepOutcome.TOOL_CALL, sc.StepOutcome.FINAL_ANSWER):
         mark_error(step.span, outcome.value, step.reason or f"step {step.index} ended {outcome.value}")
-    end_span(step.tel, step.span, exc)
+    step.tel.end_span(step.span, exc)
 
 
 def open_step(tel: Telemetry, run: AgentRun | None, index: int | None = None) -> Step:
@@ -197,7 +195,7 @@ def open_step(tel: Telemetry, run: AgentRun | None, index: int | None = None) ->
     if index is not None:
         n = index
     parent = trace.set_span_in_context(run.span) if run is not None else None
-    span = start_span(tel, sc.Segment.STEP, sc.step_span_name(n), {sc.STEP_INDEX: n}, parent=parent)
+    span = tel.start_span(sc.Segment.STEP, sc.step_span_name(n), {sc.STEP_INDEX: n}, parent=parent)
     return Step(tel, run, span, n)
 
 

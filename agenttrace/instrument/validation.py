@@ -24,9 +24,7 @@ from agenttrace.instrument.decisions import is_cancellation
 from agenttrace.instrument.frames import (
     Frame,
     Placement,
-    end_span,
     place_leaf,
-    start_span,
 )
 from agenttrace.instrument.scope import Scope
 from agenttrace.runtime.tools import Tool
@@ -106,13 +104,13 @@ class validation_span(Scope[ValidationHandle]):  # noqa: N801
         attrs: dict[str, AttributeValue] = {sc.GEN_AI_TOOL_NAME: tool, sc.VALIDATION_VALIDATOR: kw["validator"]}
         if kw["call_id"]:
             attrs[sc.GEN_AI_TOOL_CALL_ID] = kw["call_id"]
-        span = start_span(placement.tel, sc.Segment.VALIDATION, sc.validation_span_name(tool), attrs, parent=placement.parent)
+        span = placement.tel.start_span(sc.Segment.VALIDATION, sc.validation_span_name(tool), attrs, parent=placement.parent)
         return ValidationHandle(placement, span), placement.tel, span, None
 
     def _close(self, handle: ValidationHandle, exc: BaseException | None) -> None:
         p = handle.placement
         if exc is not None and is_cancellation(exc):
-            end_span(p.tel, handle.span, exc)
+            p.tel.end_span(handle.span, exc)
             return
         ok = exc is None and handle.passed is True
         count = 0 if ok else max(1, handle.error_count or (getattr(exc, "count", 0) if exc is not None else 0))
@@ -127,7 +125,7 @@ class validation_span(Scope[ValidationHandle]):  # noqa: N801
                 p.run.count(invalid=1)
             if exc is None:
                 mark_error(handle.span, handle.error_type, "; ".join(handle.errors) or "arguments are invalid")
-        end_span(p.tel, handle.span, exc)
+        p.tel.end_span(handle.span, exc)
 
 
 # -- checking arguments ---------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from agenttrace.generation.chat import (
     GenerationParams,
     Message,
 )
-from agenttrace.instrument.frames import end_span, start_span
 from agenttrace.instrument.operations import parse_span
 from agenttrace.runtime.parse import FinalAnswer, parse_decision
 from agenttrace.runtime.tools import Tool
@@ -77,10 +76,10 @@ class Engine:
         attrs = dict(request_attributes(self.model, params))
         attrs[sc.GEN_AI_REQUEST_STREAM] = stream
         name = sc.generation_span_name(self.model_name)
-        return start_span(self.telemetry, sc.Segment.GENERATION, name, attrs, kind=SpanKind.SERVER, parent=parent)
+        return self.telemetry.start_span(sc.Segment.GENERATION, name, attrs, kind=SpanKind.SERVER, parent=parent)
 
     def end(self, span: Span, exc: BaseException | None) -> None:
-        self.telemetry.guard("ending a served request's span", end_span, self.telemetry, span, exc)
+        self.telemetry.guard("ending a served request's span", self.telemetry.end_span, span, exc)
 
     def run(
         self,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
 
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -33,7 +34,7 @@ from agenttrace.telemetry.exporters import (
 )
 from agenttrace.telemetry.guard import FailureCounter, guarded
 from agenttrace.telemetry.limits import TruncatingExporter, max_value_length
-from agenttrace.telemetry.spans import open_span
+from agenttrace.telemetry.spans import end_span, open_span, start_span
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics import MeterProvider
@@ -168,6 +169,22 @@ class Telemetry:
     ) -> AbstractContextManager[Span]:
         """A span that is current inside the block, timed on this telemetry's clock."""
         return open_span(self.tracer, self.clock, segment, name, attributes, kind=kind)
+
+    def start_span(
+        self,
+        segment: str,
+        name: str,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        *,
+        kind: SpanKind = SpanKind.INTERNAL,
+        parent: Context | None = None,
+    ) -> Span:
+        """A started span (not made current) at this telemetry's clock; end it with `end_span`."""
+        return start_span(self.tracer, self.clock, segment, name, attributes, kind=kind, parent=parent)
+
+    def end_span(self, span: Span, exc: BaseException | None = None) -> None:
+        """End `span` on this telemetry's clock, marked failed (or cancelled) when `exc` is given."""
+        end_span(span, self.clock, exc)
 
     def guard(self, kind: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R | None:
         """Run a recording step; a failure is counted, never raised into the agent."""

@@ -8,25 +8,24 @@ cancellation) and propagates unchanged: recording never swallows the agent's con
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from opentelemetry import context as otel_context
+from opentelemetry.context import Context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.clock import Clock
-from agenttrace.errors import GenerationCancelled, ModelMistake
+from agenttrace.errors import ModelMistake, is_cancellation
 
-_CANCELLATION = (GenerationCancelled, asyncio.CancelledError, KeyboardInterrupt)
 
 
 def error_type(exc: BaseException) -> str:
     """The `error.type` value for an exception."""
-    if isinstance(exc, _CANCELLATION):
+    if is_cancellation(exc):
         return sc.ERROR_CANCELLED
     if isinstance(exc, ModelMistake):
         return exc.error_type
@@ -37,6 +36,30 @@ def mark_error(span: Span, kind: str, message: str) -> None:
     """Status ERROR with a message and `error.type`, as SPANS.md asks of every failed span."""
     span.set_attribute(sc.ERROR_TYPE, kind)
     span.set_status(Status(StatusCode.ERROR, message))
+
+
+def start_span(
+    tracer: trace.Tracer,
+    clock: Clock,
+    segment: str,
+    name: str,
+    attributes: Mapping[str, AttributeValue] | None = None,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+    parent: Context | None = None,
+) -> Span:
+    """A started (not current) span at `clock.now_ns()`; `parent` None means the current context."""
+    attrs: dict[str, AttributeValue] = {sc.SEGMENT: segment}
+    if attributes:
+        attrs.update(attributes)
+    return tracer.start_span(name, context=parent, kind=kind, attributes=attrs, start_time=clock.now_ns())
+
+
+def end_span(span: Span, clock: Clock, exc: BaseException | None = None) -> None:
+    """Mark a failure (error.type, status ERROR; `cancelled` for cancellation) and end on the clock."""
+    if exc is not None:
+        mark_error(span, error_type(exc), str(exc) or type(exc).__name__)
+    span.end(end_time=clock.now_ns())
 
 
 @contextmanager
@@ -50,19 +73,17 @@ def open_span(
     kind: SpanKind = SpanKind.INTERNAL,
 ) -> Iterator[Span]:
     """Start a span as the current one at `clock.now_ns()`; end it at exit, on the same clock."""
-    attrs: dict[str, AttributeValue] = {sc.SEGMENT: segment}
-    if attributes:
-        attrs.update(attributes)
-    span = tracer.start_span(name, kind=kind, attributes=attrs, start_time=clock.now_ns())
+    span = start_span(tracer, clock, segment, name, attributes, kind=kind)
     token = otel_context.attach(trace.set_span_in_context(span))
+    failure: BaseException | None = None
     try:
         yield span
     except BaseException as exc:
-        mark_error(span, error_type(exc), str(exc) or type(exc).__name__)
+        failure = exc
         raise
     finally:
         otel_context.detach(token)
-        span.end(end_time=clock.now_ns())
+        end_span(span, clock, failure)
 
 
 def child_span(
