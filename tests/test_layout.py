@@ -1,0 +1,205 @@
+"""The layout holds (README, "Architecture"): every package installed under the project's own
+name, no import circle (function-level imports included), each stage importing only the stages
+before it, no oversized module, and the export path free of torch."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "agenttrace"
+EXAMPLES = {"agenttrace.examples.agents": ROOT / "agents", "agenttrace.examples.tools": ROOT / "tools"}
+MAX_LINES = 400
+
+# What each stage may import of the others (besides the shared vocabulary at the top level:
+# semconv, errors, clock). Consumers (bench, commands, examples) come last; nothing imports them.
+SHARED = {"agenttrace", "agenttrace.semconv", "agenttrace.errors", "agenttrace.clock"}
+ALLOWED = {
+    "runtime": {"generation", "telemetry", "instrument"},
+    "generation": {"telemetry"},  # chat.py records only; no stage imports upwards into runtime
+    "telemetry": {"generation"},  # a Generation record becomes span attributes
+    "instrument": {"telemetry", "generation", "runtime"},  # runtime's Tool and schema check
+    "traces": {"telemetry"},  # replay uses the guarded exporters; records carry no torch
+    "report": {"traces"},
+    "adapters": {"instrument", "telemetry", "generation", "runtime"},
+    "serve": {"generation", "instrument", "telemetry", "runtime"},
+}
+# Single modules a stage may use from a stage it otherwise must not: the speculation cost model
+# is torch-free, so the report's what-if uses the controller's own maths.
+ALLOWED_MODULES = {"report": {"agenttrace.generation.costmodel"}}
+
+
+def _modules() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for root, prefix in [(PACKAGE, "agenttrace"), *((p, n) for n, p in EXAMPLES.items())]:
+        for path in root.rglob("*.py"):
+            if "data" in path.relative_to(root).parts:
+                continue
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            mods[".".join([prefix, *parts])] = path
+    return mods
+
+
+def _imports(path: Path, module: str, mods: dict[str, Path]) -> set[str]:
+    """Modules of ours that `path` imports anywhere (inside functions too), except under
+    `if TYPE_CHECKING:`. `from pkg import sub` counts as importing `pkg.sub`, not `pkg`."""
+    tree = ast.parse(path.read_text())
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
+            names = subs or [base]
+        else:
+            continue
+        found.update(n for n in names if n in mods and n != module and not module.startswith(n + "."))
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    mods = _modules()
+    return {m: _imports(p, m, mods) for m, p in mods.items()}
+
+
+def test_pyproject_lists_every_package_and_installs_the_examples_under_our_name():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    on_disk = {m for m, p in _modules().items() if p.name == "__init__.py"}
+    assert listed == on_disk, f"pyproject.toml [tool.setuptools] packages differ from the folders: {listed ^ on_disk}"
+    assert config["package-dir"] == {n: p.name for n, p in EXAMPLES.items()}
+    assert not any(p.split(".")[0] in ("agents", "tools") for p in listed)
+
+
+def test_a_built_wheel_puts_nothing_but_agenttrace_at_the_top_level(tmp_path):
+    # built from a copy: setuptools writes build/ and *.egg-info/ beside the sources
+    src = tmp_path / "src"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for name in ("agenttrace", "agents", "tools"):
+        shutil.copytree(ROOT / name, src / name, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(src)],
+        capture_output=True, text=True, timeout=300,
+    )
+    if proc.returncode != 0 and "No module named" in proc.stderr:
+        pytest.skip(f"cannot build a wheel here: {proc.stderr.strip()[-200:]}")
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = tmp_path.glob("agenttrace-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"agenttrace"}, tops
+    assert "agenttrace/examples/tools/calculator.py" in names
+    assert "agenttrace/examples/agents/tasks/tool_calls.jsonl" in names
+
+
+def test_no_import_circle_not_even_through_function_level_imports(graph):
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert circles == []
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else None
+
+
+def test_each_stage_imports_only_the_stages_before_it(graph):
+    wrong = []
+    for module, targets in graph.items():
+        stage = _stage(module)
+        if module.startswith("agenttrace.examples."):
+            # the examples use only the public API (and each other)
+            wrong += [f"{module} -> {t}" for t in targets
+                      if not (t == "agenttrace" or t.startswith("agenttrace.examples.") or t in SHARED)
+                      and not t.startswith("agenttrace.report.terminal")]
+            continue
+        if stage not in ALLOWED:
+            continue
+        for t in targets:
+            other = _stage(t)
+            if t in SHARED or other == stage or other is None and t in SHARED:
+                continue
+            if other not in ALLOWED[stage] and t not in ALLOWED_MODULES.get(stage, ()):
+                wrong.append(f"{module} -> {t}")
+    assert wrong == []
+
+
+def test_only_the_bench_workloads_module_reaches_the_examples(graph):
+    reaching = sorted(m for m, targets in graph.items() if not m.startswith("agenttrace.examples")
+                      and any(t.startswith("agenttrace.examples") for t in targets))
+    assert reaching == ["agenttrace.bench.workloads"]
+
+
+def test_no_module_is_over_the_size_limit():
+    big = {m: n for m, p in _modules().items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert big == {}
+
+
+def test_the_export_path_never_imports_torch(tmp_path):
+    from trace_builder import S, write_trace
+
+    step = S("agent_step 1", "step", 0.0, 2.0, {"agenttrace.step.index": 1},
+             [S("execute_tool calculator", "tool", 0.5, 1.5, {"gen_ai.tool.name": "calculator"})])
+    write_trace(tmp_path / "t.jsonl", S("invoke_agent a", "agent", 0.0, 2.0, {"gen_ai.agent.name": "a"}, [step]))
+    code = (
+        "import sys, contextlib, io; from agenttrace.cli import main; d = sys.argv[1]\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    assert main(['export', d + '/t.jsonl', '--jaeger-json', d + '/j.json']) == 0\n"
+        "    assert main(['export', d + '/t.jsonl', '--otlp', 'http://127.0.0.1:9', '--timeout', '1']) == 1\n"
+        "import agenttrace.traces.replay, agenttrace.traces.jaeger_json, agenttrace.traces.otlp_file\n"
+        "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
+        "print('HEAVY', bad, file=sys.stderr); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "j.json").stat().st_size > 0
