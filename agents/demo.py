@@ -4,7 +4,6 @@ task runs under every arm in turn, alternating the order, so both see the same m
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from rich.table import Table
 from agenttrace.examples.agents.function_calling import build_agent, tool_call_tasks
 from agenttrace import (
     ChatModel,
+    Clock,
     LocalChatModel,
     PromptLookupDrafter,
     TaskResult,
@@ -30,6 +30,7 @@ from agenttrace import (
     render_report,
     report_from_files,
 )
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.report.terminal import make_console
 
 ARMS = ("baseline", "speculative")
@@ -85,12 +86,15 @@ def _texts(result: TaskResult) -> list[str]:
     return [a.text for s in result.steps for a in s.attempts]
 
 
-def run_demo(opts: DemoOptions, console: Console | None = None) -> DemoOutcome:
+def run_demo(opts: DemoOptions, console: Console | None = None, clock: Clock | None = None) -> DemoOutcome:
+    """Run the demo; its load and run times read `clock` (default: the shared clock, the one the
+    spans and the model read too)."""
     console = console or make_console()
-    t0 = time.perf_counter()
+    clock = clock if clock is not None else default_clock()
+    t0 = clock.now_ns()
     console.print("Loading the bundled model (the first run converts it once, about 30 s)...")
     loaded = load_model()
-    load_s = time.perf_counter() - t0
+    load_s = elapsed_s(clock, t0)
     how = "converted and loaded" if loaded.converted else "loaded from the cache"
     console.print(f"{loaded.name} {how} in {load_s:.1f} s")
 
@@ -114,7 +118,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> DemoOutcome:
         agents[arm] = build_agent(_model_for(arm, loaded, opts), telemetry[arm])
 
     results: dict[str, list[TaskResult]] = {arm: [] for arm in opts.arms}
-    run_start = time.perf_counter()
+    run_start = clock.now_ns()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         bar = progress.add_task("tasks", total=len(tasks) * len(opts.arms))
@@ -124,7 +128,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None) -> DemoOutcome:
                 progress.update(bar, description=f"{task.id} [{arm}]")
                 results[arm].append(agents[arm].run(task))
                 progress.advance(bar)
-    run_s = time.perf_counter() - run_start
+    run_s = elapsed_s(clock, run_start)
 
     for arm in opts.arms:
         summary = telemetry[arm].shutdown()

@@ -3,8 +3,9 @@
 Spans need wall-clock (Unix epoch) nanoseconds; latency needs a monotonic source. `MonotonicClock`
 gives both: `perf_counter_ns` anchored once to the epoch, so readings never go backwards and still
 line up with other processes' spans in Jaeger. Tests inject `FakeClock` and get exact figures.
-On a GPU, reading the clock must wait for queued kernels or draft/verify times are fiction: pass
-`sync` (e.g. `torch.cuda.synchronize`) and every reading synchronises first.
+On a GPU, reading the clock must wait for queued kernels or draft/verify times are fiction:
+`with_sync(clock, torch.cuda.synchronize)` gives a clock whose every reading synchronises first,
+on any clock (a fake one in tests); with no sync (a CPU) it is the clock itself.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "FakeClock", "MonotonicClock", "default_clock"]
+__all__ = ["Clock", "FakeClock", "MonotonicClock", "SyncedClock", "default_clock", "elapsed_s", "with_sync"]
 
 
 @runtime_checkable
@@ -29,20 +30,38 @@ class Clock(Protocol):
 class MonotonicClock:
     """`perf_counter_ns` anchored to `time_ns` once, at construction."""
 
-    def __init__(self, sync: Callable[[], None] | None = None) -> None:
-        self._sync = sync
+    def __init__(self) -> None:
         self._offset = time.time_ns() - time.perf_counter_ns()
 
     def now_ns(self) -> int:
-        if self._sync is not None:
-            self._sync()
         return self._offset + time.perf_counter_ns()
 
-    def with_sync(self, sync: Callable[[], None] | None) -> MonotonicClock:
-        """The same time base, synchronising with a device before each reading."""
-        clock = MonotonicClock(sync)
-        clock._offset = self._offset
-        return clock
+    def with_sync(self, sync: Callable[[], None] | None) -> Clock:
+        """This clock (the same time base), synchronising with a device before each reading;
+        this clock itself when `sync` is None."""
+        return with_sync(self, sync)
+
+
+class SyncedClock:
+    """`inner`'s readings, each taken after `sync()` returns.
+
+    On a GPU, `sync` waits for the kernels queued so far, so a reading marks when the work before
+    it finished rather than when it was launched (gpt-fast's `device_sync()` before every timer).
+    """
+
+    def __init__(self, inner: Clock, sync: Callable[[], None]) -> None:
+        self.inner = inner
+        self.sync = sync
+
+    def now_ns(self) -> int:
+        self.sync()  # first: a reading taken before the device is done would be too early
+        return self.inner.now_ns()
+
+
+def with_sync(clock: Clock, sync: Callable[[], None] | None) -> Clock:
+    """`clock`, synchronising with a device before each reading; `clock` itself when `sync` is
+    None (a CPU: nothing is queued, so a reading costs nothing more than the plain clock's)."""
+    return clock if sync is None else SyncedClock(clock, sync)
 
 
 class FakeClock:
@@ -76,3 +95,8 @@ _default = MonotonicClock()
 def default_clock() -> MonotonicClock:
     """The process-wide monotonic clock (one time base for every span of the process)."""
     return _default
+
+
+def elapsed_s(clock: Clock, start_ns: int) -> float:
+    """Seconds from `start_ns` (an earlier reading of `clock`) to now."""
+    return (clock.now_ns() - start_ns) / 1e9

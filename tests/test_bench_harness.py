@@ -236,3 +236,25 @@ def test_a_change_of_the_gain_with_load_is_claimed_only_beyond_the_intervals():
     assert "no change" in _trend((1, 0.82, "gain", 0.52, 0.94), (8, 0.83, "gain", 0.73, 0.94))
     assert "shrinks" in _trend((1, 0.6, "gain", 0.5, 0.7), (8, 0.9, "gain", 0.8, 0.95))
     assert "grows" in _trend((1, 0.9, "gain", 0.8, 0.95), (8, 0.6, "gain", 0.5, 0.7))
+
+
+def test_a_chunk_reads_one_injected_clock_for_its_wall_times_and_spans(tmp_path):
+    from agenttrace.bench.harness.runner import SuiteRunner
+    from agenttrace.report import report_from_files
+
+    opts = HarnessOptions(suites=("tool_calls",), arms=("baseline",), out=tmp_path)
+    suites = {"tool_calls": load_suite("tool_calls")}
+    task = WEATHER[0]
+    clock = FakeClock()
+    call = ScriptedReply(json.dumps({"tool": "weather", "arguments": task.expected_call.arguments}),
+                         prefill_s=0.25, decode_s=0.5, output_tokens=12)
+    answer = ScriptedReply(json.dumps({"answer": f"It is {task.expected_answer} there."}), prefill_s=0.125,
+                           decode_s=0.5, output_tokens=8)
+    models = {"baseline": ScriptedModel([call, answer], clock)}
+    manifest = open_output(opts, fresh=False, machine="m", command="c")
+    runner = SuiteRunner(opts, None, suites, manifest, ResourceMeter("cpu"), models, clock)
+    [record] = runner.run_chunk(Chunk(0, "tool_calls", (task,)), lambda _: None)
+    # only the scripted model moves the fake clock: the task took exactly its two generations
+    assert record.outcome == "completed" and record.wall_s == 1.375
+    [traced] = report_from_files([str(trace_path(tmp_path, "r0-tool_calls", "baseline"))]).tasks
+    assert traced.wall_s == 1.375  # its spans were timed on the same clock

@@ -58,6 +58,20 @@ def test_memory_back_allows_less_and_allocator_slack_but_not_more_tensors():
     assert ok and "300 tensors" in detail
 
 
+def test_the_memory_snapshot_counts_prefix_cache_tensors_apart(tiny_model):
+    from agenttrace.bench.harness.scenarios.common import memory_snapshot
+    from agenttrace.generation.loop import StopCriteria, generate
+    from agenttrace.generation.prefix_cache import PrefixCache
+
+    cache = PrefixCache()
+    generate(tiny_model, list(range(3, 23)), GenerationParams(max_tokens=4), StopCriteria(frozenset(), 4), FakeClock(),
+             prefix_cache=cache)
+    kept = memory_snapshot("cpu", [cache, None])  # None: an arm with prefix caching off
+    counted = memory_snapshot("cpu")
+    assert kept.cached_bytes == cache.nbytes > 0
+    assert kept.tensors == counted.tensors - len(cache.tensors())
+
+
 def test_new_threads_names_what_is_still_alive():
     before = set(threading.enumerate())
     stop = threading.Event()

@@ -65,6 +65,20 @@ def test_memory_is_bounded_and_old_entries_are_evicted(tiny_model):
     assert len(cache) <= 2  # an entry that is a prefix of a newer one is dropped
 
 
+def test_tensors_are_the_stored_keys_and_values_and_count_its_bytes(tiny_model):
+    cache = PrefixCache()
+    assert cache.tensors() == []
+    run(tiny_model, list(range(3, 23)), cache)
+    run(tiny_model, list(range(50, 62)), cache)  # two entries, no common prefix
+    held = cache.tensors()
+    assert len(held) == 2 * 2 * 2  # entries * layers * (keys, values)
+    assert sum(t.nbytes for t in held) == cache.nbytes
+    again = cache.tensors()
+    assert all(a is b for a, b in zip(held, again, strict=True))  # the stored tensors, not copies
+    cache.clear()
+    assert cache.tensors() == []
+
+
 def test_cancellation_stops_within_a_round_and_releases_the_caches(tiny_model, monkeypatch):
     made = []
     real_new_cache = kv.new_cache

@@ -4,6 +4,10 @@
 Each repeat runs every arm on every prompt, arms in a shuffled order, so drift of the machine's
 speed (±30% over minutes on these CPUs) hits all arms alike; figures are medians over repeats of
 per-repeat totals, and ratios are taken within a repeat before the median.
+
+Every arm reads one clock, the one `run` builds for the model's device: on CUDA each reading waits
+for the queued kernels, so transformers' `generate` is timed as our loop is (its calls return
+before the GPU is done); on a CPU it is the plain shared clock.
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ import random
 import shlex
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agenttrace.bench.prompts import agent_steps, free_text_prompts, tool_call_prompts
+from agenttrace.clock import Clock
 
 
 @dataclass
@@ -65,7 +69,9 @@ class StepRow:
     same_output: bool
 
 
-def _hf_arm(model, tokenizer, **kwargs) -> Callable[[list[int], int], Run]:
+def _hf_arm(model, tokenizer, clock: Clock, **kwargs) -> Callable[[list[int], int], Run]:
+    """transformers' `generate` (greedy) as an arm, timed on `clock`: end to end around the call,
+    decode from its first new token."""
     import torch
     from transformers.generation.streamers import BaseStreamer
 
@@ -78,22 +84,23 @@ def _hf_arm(model, tokenizer, **kwargs) -> Callable[[list[int], int], Run]:
         def put(self, value) -> None:
             self.calls += 1
             if self.calls == 2:
-                self.first = time.perf_counter()
+                self.first = clock.now_ns()
 
         def end(self) -> None:
             pass
 
     def run(ids: list[int], budget: int) -> Run:
         streamer = FirstToken()
-        start = time.perf_counter()
+        start = clock.now_ns()  # the prompt's tensor is built inside, as our loop builds its own
         with torch.inference_mode():
             out = model.generate(
-                torch.tensor([ids]), max_new_tokens=budget, do_sample=False, streamer=streamer,
+                torch.tensor([ids], device=model.device), max_new_tokens=budget, do_sample=False, streamer=streamer,
                 pad_token_id=tokenizer.eos_token_id, **kwargs,
             )
-        end = time.perf_counter()
+        end = clock.now_ns()
         new = out[0, len(ids) :].tolist()
-        return Run(end - start, end - (streamer.first or end), new)
+        first = streamer.first if streamer.first is not None else end
+        return Run((end - start) / 1e9, (end - first) / 1e9, new)
 
     return run
 
@@ -111,7 +118,9 @@ def _our_arm(chat_model) -> Callable[[list[int], int], Run]:
     return run
 
 
-def build_arms(loaded, names: list[str]) -> dict[str, Callable[[list[int], int], Run]]:
+def build_arms(loaded, names: list[str], clock: Clock) -> dict[str, Callable[[list[int], int], Run]]:
+    """The arms `names` over the loaded model, every one timed on `clock`; SystemExit naming the
+    arms there are when one is unknown."""
     from agenttrace.generation.draft_model import early_exit_drafter, early_exit_view
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
@@ -119,12 +128,12 @@ def build_arms(loaded, names: list[str]) -> dict[str, Callable[[list[int], int],
     m, tok = loaded.model, loaded.tokenizer
 
     def ours(**kw):
-        return _our_arm(LocalChatModel(m, tok, name=loaded.name, **kw))
+        return _our_arm(LocalChatModel(m, tok, name=loaded.name, clock=clock, **kw))
 
     factories: dict[str, Callable[[], Callable]] = {
-        "hf_generate": lambda: _hf_arm(m, tok),
-        "hf_prompt_lookup_k10": lambda: _hf_arm(m, tok, prompt_lookup_num_tokens=10),
-        "hf_assisted_early_exit8": lambda: _hf_arm(m, tok, assistant_model=early_exit_view(m, 8)),
+        "hf_generate": lambda: _hf_arm(m, tok, clock),
+        "hf_prompt_lookup_k10": lambda: _hf_arm(m, tok, clock, prompt_lookup_num_tokens=10),
+        "hf_assisted_early_exit8": lambda: _hf_arm(m, tok, clock, assistant_model=early_exit_view(m, 8)),
         "ours_plain": lambda: ours(),
         "ours_prompt_lookup_k3": lambda: ours(drafter=PromptLookupDrafter(), num_speculative_tokens=3, fallback=False),
         "ours_prompt_lookup_k8": lambda: ours(drafter=PromptLookupDrafter(), num_speculative_tokens=8, fallback=False),
@@ -148,7 +157,7 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def measure_arms(loaded, arm_names: list[str], repeats: int, seed: int, progress) -> list[Row]:
+def measure_arms(loaded, arm_names: list[str], repeats: int, seed: int, progress, clock: Clock) -> list[Row]:
     from agenttrace.generation.local import LocalChatModel
 
     encoder = LocalChatModel(loaded.model, loaded.tokenizer)
@@ -156,7 +165,7 @@ def measure_arms(loaded, arm_names: list[str], repeats: int, seed: int, progress
         "tool_call": ([encoder.encode_chat(m) for m in tool_call_prompts()], 64),
         "free_text": ([encoder.encode_chat(m) for m in free_text_prompts()], 96),
     }
-    arms = build_arms(loaded, arm_names)
+    arms = build_arms(loaded, arm_names, clock)
     runs: dict[tuple[str, str, int], list[Run]] = {}  # (arm, set, repeat) -> runs over the set's prompts
     rng = random.Random(seed)
     # one untimed pass so every arm's first call (allocations, lazy init) is not measured
@@ -207,7 +216,7 @@ def measure_arms(loaded, arm_names: list[str], repeats: int, seed: int, progress
     return rows
 
 
-def measure_agent_steps(loaded, repeats: int, progress) -> list[StepRow]:
+def measure_agent_steps(loaded, repeats: int, progress, clock: Clock) -> list[StepRow]:
     """Step 2 and a retry of step 1, after step 1 ran: with the prefix cache each starts from the
     KV entries of step 1's call; without it each prefills its whole prompt."""
     from agenttrace.generation.chat import GenerationParams
@@ -219,8 +228,9 @@ def measure_agent_steps(loaded, repeats: int, progress) -> list[StepRow]:
     params = GenerationParams(max_tokens=64)
     cache = PrefixCache()
     with_cache = LocalChatModel(loaded.model, loaded.tokenizer, drafter=PromptLookupDrafter(), num_speculative_tokens=8,
-                                prefix_cache=cache)
-    without = LocalChatModel(loaded.model, loaded.tokenizer, drafter=PromptLookupDrafter(), num_speculative_tokens=8)
+                                prefix_cache=cache, clock=clock)
+    without = LocalChatModel(loaded.model, loaded.tokenizer, drafter=PromptLookupDrafter(), num_speculative_tokens=8,
+                             clock=clock)
     times: dict[tuple[str, bool], list[float]] = {}
     texts: dict[tuple[str, bool], str] = {}
     cached: dict[str, int] = {}
@@ -317,6 +327,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-steps", action="store_true", help="skip the agent-step (prefix cache) sequence")
     p.add_argument("--seed", type=int, default=0, help="seed of the arm order shuffle")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own choice)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
     p.add_argument("--update-doc", type=Path, default=None, metavar="FILE",
                    help="also replace the `generation-DEVICE-tTHREADS` section of FILE (e.g. BENCHMARKS.md) with the tables")
@@ -327,14 +338,18 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from rich.progress import Progress
 
+    from agenttrace.generation.local import device_clock
     from agenttrace.generation.models import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    loaded = load_model()
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"agenttrace bench generation: --device {args.device} but torch sees no CUDA device")
+    loaded = load_model(device=args.device)
+    clock = device_clock(loaded.model.device)  # one clock for every arm, synchronised on CUDA
     with Progress(transient=True) as progress:
-        rows = measure_arms(loaded, [a for a in args.arms.split(",") if a], args.repeats, args.seed, progress)
-        steps = [] if args.no_steps else measure_agent_steps(loaded, args.repeats, progress)
+        rows = measure_arms(loaded, [a for a in args.arms.split(",") if a], args.repeats, args.seed, progress, clock)
+        steps = [] if args.no_steps else measure_agent_steps(loaded, args.repeats, progress, clock)
     header = f"{loaded.name}, batch 1, greedy, medians of {args.repeats} interleaved repeats; {machine()}"
     if args.json:
         print(json.dumps({"machine": header, "rows": [asdict(r) for r in rows], "agent_steps": [asdict(s) for s in steps]}, indent=2))
@@ -343,7 +358,8 @@ def run(args: argparse.Namespace) -> int:
     if args.update_doc is not None:
         from agenttrace.bench.harness.render import update_section
 
-        device = "cuda" if torch.cuda.is_available() else f"cpu-t{torch.get_num_threads()}"
+        # named after where the model ran (not whether the machine has a GPU)
+        device = "cuda" if loaded.model.device.type == "cuda" else f"cpu-t{torch.get_num_threads()}"
         command = "agenttrace bench generation " + " ".join(shlex.quote(a) for a in sys.argv[3:])
         update_section(args.update_doc, f"generation-{device}", markdown(rows, steps, header, command.strip()))
     return 0

@@ -52,8 +52,7 @@ def free_text_prompts() -> list[list[Message]]:
 def agent_steps(task_index: int = 0) -> AgentSteps:
     """The prompts the reference agent sends for one task, with the expected call as step 1's
     decision and the tool's real result, and a retry after a typical schema mistake."""
-    from agenttrace.examples.agents.function_calling import EXAMPLES, tool_call_tasks
-    from agenttrace.examples.tools import default_tools
+    from agenttrace.bench.workloads import EXAMPLES, default_tools, tool_call_tasks
 
     tools = default_tools()
     by_name = {t.name: t for t in tools}

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agenttrace.clock import Clock, MonotonicClock, default_clock
+from agenttrace.clock import Clock, SyncedClock, default_clock, with_sync
 from agenttrace.generation.adaptive import KController
 from agenttrace.generation.chat import (
     CancelToken,
@@ -22,13 +22,23 @@ from agenttrace.generation.packed import packed_view
 from agenttrace.generation.prefix_cache import PrefixCache
 
 
-def device_clock(device: torch.device, base: MonotonicClock | None = None) -> MonotonicClock:
-    """The shared clock, synchronising with the GPU before each reading when on CUDA, so draft
-    and verify times measure the kernels rather than their launch."""
-    base = base or default_clock()
+def device_sync(device: torch.device | str) -> Callable[[], None] | None:
+    """What waits for the work queued on `device`: `torch.cuda.synchronize` on CUDA, None on a
+    CPU (its operations finish before they return)."""
+    device = torch.device(device)
     if device.type == "cuda":
-        return base.with_sync(lambda: torch.cuda.synchronize(device))
-    return base
+        return lambda: torch.cuda.synchronize(device)
+    return None
+
+
+def device_clock(device: torch.device | str, base: Clock | None = None) -> Clock:
+    """`base` (the shared clock by default), synchronising with the GPU before each reading when
+    on CUDA, so draft and verify times measure the kernels rather than their launch; `base`
+    itself on a CPU, or when it synchronises already (a bench's clock bound into its models)."""
+    base = base if base is not None else default_clock()
+    if isinstance(base, SyncedClock):
+        return base  # wrapping it again would wait for the device twice per reading
+    return with_sync(base, device_sync(device))
 
 
 class LocalChatModel:
@@ -80,8 +90,16 @@ class LocalChatModel:
         # The model the loop runs: with packed weights its verify passes cost far less on a CPU.
         self._runner = packed_view(model) if packed_verify else model
         self.clock = clock or device_clock(model.device)
+        self._own_clock = clock is not None
         eos = {tokenizer.eos_token_id, *_as_list(getattr(model.generation_config, "eos_token_id", None))}
         self._eos = frozenset(t for t in eos if t is not None)
+
+    def bind_clock(self, clock: Clock) -> None:
+        """Read time from `clock` (the telemetry's, which `Agent` passes in) unless this model
+        was given a clock of its own; on CUDA readings still synchronise with the device."""
+        if self._own_clock:
+            return
+        self.clock = device_clock(self.model.device, clock)
 
     @property
     def model_name(self) -> str:

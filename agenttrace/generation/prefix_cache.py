@@ -50,6 +50,11 @@ class PrefixCache:
     def clear(self) -> None:
         self._entries.clear()
 
+    def tensors(self) -> list[torch.Tensor]:
+        """The key/value tensors the entries hold now, as stored (not copies): for memory
+        accounting, which must tell what the cache keeps on purpose from what leaked."""
+        return [t for entry in self._entries for layer in entry.layers for t in layer]
+
     def take(self, model: PreTrainedModel, prompt: Sequence[int]) -> tuple[DynamicCache, int]:
         """A cache holding the longest cached prefix of `prompt` (never all of it: the last prompt
         token must be run to get the next token's logits), and that prefix's length."""

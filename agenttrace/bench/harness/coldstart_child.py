@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch  # (what every start pays: torch, transformers, the package)
     import transformers  # noqa: F401  (imported for its cost, as every start pays it)
 
-    from agenttrace.examples.agents.suites import load_suite
     from agenttrace.bench.harness.arms import build_model
     from agenttrace.bench.harness.options import HarnessOptions
+    from agenttrace.bench.workloads import load_suite
     from agenttrace.generation.models import load_model
     from agenttrace.testing import capture_telemetry
 

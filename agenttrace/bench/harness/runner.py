@@ -31,13 +31,14 @@ from agenttrace.bench.harness.records import (
     write_json_atomic,
 )
 from agenttrace.bench.harness.sensors import ResourceMeter, ResourceUse
+from agenttrace.clock import Clock, default_clock, elapsed_s
 from agenttrace.runtime.agent import TaskResult
 from agenttrace.runtime.parse import FinalAnswer, ToolCall
 from agenttrace.runtime.tasks import Task, decision_matches
 from agenttrace.telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from agenttrace.examples.agents.suites import Suite
+    from agenttrace.bench.workloads import Suite
     from agenttrace.generation.models import LoadedModel
 
 SERVICE_NAME = "agenttrace-bench"
@@ -170,13 +171,15 @@ class SuiteRunner:
     """Runs chunks for one session: the arms' models, the meter, the output folder."""
 
     def __init__(self, opts: HarnessOptions, loaded: LoadedModel, suites: dict[str, Suite], manifest: Manifest,
-                 meter: ResourceMeter, models: dict[str, object]) -> None:
+                 meter: ResourceMeter, models: dict[str, object], clock: Clock | None = None) -> None:
         self.opts = opts
         self.loaded = loaded
         self.suites = suites
         self.manifest = manifest
         self.meter = meter
         self.models = models  # arm -> LocalChatModel, kept for the whole session
+        # what each task's wall time and its spans read (the models read theirs, on the same time base)
+        self.clock = clock if clock is not None else default_clock()
 
     def _config(self, suite: Suite):
         cfg = replace(suite.config, deadline_s=self.opts.task_deadline_s,
@@ -186,14 +189,15 @@ class SuiteRunner:
     def warm_up(self, task: Task, suite: Suite) -> None:
         """One untimed run per arm, so no arm's first call (allocations, lazy set-up) is measured."""
         for arm, model in self.models.items():
-            suite.build_agent(model, Telemetry(service_name=SERVICE_NAME), config=self._config(suite)).run(task)
+            suite.build_agent(model, Telemetry(service_name=SERVICE_NAME, clock=self.clock),
+                              config=self._config(suite)).run(task)
 
     def run_chunk(self, chunk: Chunk, tick: Tick) -> list[TaskRecord]:
         out, suite = self.opts.out, self.suites[chunk.suite]
         telemetry = {
             arm: Telemetry(
                 service_name=SERVICE_NAME, run_label=arm, trace_file=trace_path(out, chunk.key, arm),
-                resource_attributes={sc.BENCH_SUITE: chunk.suite, sc.BENCH_REPEAT: chunk.repeat},
+                resource_attributes={sc.BENCH_SUITE: chunk.suite, sc.BENCH_REPEAT: chunk.repeat}, clock=self.clock,
             )
             for arm in self.opts.arms
         }
@@ -205,9 +209,9 @@ class SuiteRunner:
                 for position, arm in enumerate(arm_order(self.opts, chunk, task)):
                     tick(f"r{chunk.repeat + 1}/{self.opts.repeats} {chunk.suite} {task.id} [{arm}]")
                     self.meter.start()
-                    t0 = time.perf_counter()
+                    t0 = self.clock.now_ns()
                     result = agents[arm].run(task)
-                    wall = time.perf_counter() - t0
+                    wall = elapsed_s(self.clock, t0)
                     use = self.meter.stop()
                     records.append(task_record(task, result, repeat=chunk.repeat, suite=chunk.suite, arm=arm,
                                                position=position, use=use, wall_s=wall))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from agenttrace.bench.harness.runner import (
 )
 from agenttrace.bench.harness.scenarios import ScenarioContext, expected_ticks, runner
 from agenttrace.bench.harness.sensors import ResourceMeter
+from agenttrace.clock import Clock, elapsed_s
 
 
 @dataclass
@@ -111,15 +111,16 @@ def _scenario_done(opts: HarnessOptions, name: str) -> bool:
 
 
 def _load_suites(opts: HarnessOptions) -> dict:
-    from agenttrace.examples.agents.suites import load_suite
+    from agenttrace.bench.workloads import load_suites
 
-    names = list(dict.fromkeys([*opts.suites, "tool_calls"]))  # the scenarios run tool-call tasks
-    return {n: load_suite(n) for n in names}
+    return load_suites([*opts.suites, "tool_calls"])  # the scenarios run tool-call tasks
 
 
 def run_session(opts: HarnessOptions, *, fresh: bool, command: str, console: Console,
-                update_doc: Path | None = None, render_only: bool = False) -> Outcome:
-    """Measure what is not measured yet in `opts.out`, then render everything there."""
+                update_doc: Path | None = None, render_only: bool = False, clock: Clock | None = None) -> Outcome:
+    """Measure what is not measured yet in `opts.out`, then render everything there. Every time
+    the harness itself reads comes from `clock` (default: the shared clock, synchronised with the
+    model's device)."""
     check_arms(opts.arms)
     unknown = [s for s in opts.scenarios if s not in SCENARIOS]
     if unknown:
@@ -137,16 +138,17 @@ def run_session(opts: HarnessOptions, *, fresh: bool, command: str, console: Con
     else:
         manifest = open_output(opts, fresh=fresh, machine=machine_description(opts.device), command=command)
         drop_unfinished(opts.out, manifest)
-        _measure(opts, manifest, suites, console)
+        _measure(opts, manifest, suites, console, clock)
     return _render(opts, manifest, console, update_doc)
 
 
-def _measure(opts: HarnessOptions, manifest: Manifest, suites: dict, console: Console) -> None:
+def _measure(opts: HarnessOptions, manifest: Manifest, suites: dict, console: Console, clock: Clock | None) -> None:
     chunks = [c for c in plan(opts, {n: suites[n] for n in opts.suites}) if c.key not in manifest.chunks_done]
     pending = [s for s in opts.scenarios if not _scenario_done(opts, s)]
     if not chunks and not pending:
         console.print(f"{opts.out}: every chunk and scenario is measured already; rendering.")
         return
+    from agenttrace.generation.local import device_clock
     from agenttrace.generation.models import load_model
 
     done = len(manifest.chunks_done)
@@ -154,6 +156,8 @@ def _measure(opts: HarnessOptions, manifest: Manifest, suites: dict, console: Co
         console.print(f"Resuming {opts.out}: {done} chunk(s) measured, {len(chunks)} to go, {len(pending)} scenario(s).")
     console.print("Loading the model (the first run converts the bundled model once, about 30 s)...")
     loaded = load_model(opts.model, device=opts.device, dtype=opts.dtype)
+    # On CUDA a reading waits for the queued kernels, as the models' own clocks do (same time base).
+    clock = device_clock(loaded.model.device, clock)
     meter = ResourceMeter(opts.device)
     manifest.sensors = meter.sensors
     save_manifest(opts.out, manifest)
@@ -164,22 +168,22 @@ def _measure(opts: HarnessOptions, manifest: Manifest, suites: dict, console: Co
         tick = Ticker(progress, total)
         if chunks:
             models = {arm: build_model(arm, loaded, opts) for arm in opts.arms}
-            run = SuiteRunner(opts, loaded, suites, manifest, meter, models)
+            run = SuiteRunner(opts, loaded, suites, manifest, meter, models, clock)
             first = suites[chunks[0].suite]
             tick.note("warming up every arm (not measured)")
             run.warm_up(first.tasks[0], first)
             for chunk in chunks:
-                t0 = time.perf_counter()
+                t0 = clock.now_ns()
                 records = run.run_chunk(chunk, tick)
                 tick.finish_unit()
-                run.commit(chunk, records, time.perf_counter() - t0)
+                run.commit(chunk, records, elapsed_s(clock, t0))
             del models, run
         for name in pending:
             out = opts.out / "scenarios" / name
             out.mkdir(parents=True, exist_ok=True)
             for f in out.glob("*.jsonl"):
                 f.unlink()  # a scenario reruns whole: traces of an interrupted attempt go
-            ctx = ScenarioContext(opts=opts, loaded=loaded, suites=suites, out=out, tick=tick)
+            ctx = ScenarioContext(opts=opts, loaded=loaded, suites=suites, out=out, tick=tick, clock=clock)
             result = runner(name)(ctx)
             tick.finish_unit()
             result.options = opts.to_json()

@@ -31,6 +31,7 @@ from agenttrace.bench.harness.scenarios.common import (
     new_threads,
     segment_spans,
 )
+from agenttrace.clock import Clock, elapsed_s
 from agenttrace.runtime.agent import Agent
 from agenttrace.telemetry import Telemetry
 
@@ -38,21 +39,21 @@ TASK_ID = "weather-paris"  # the 135M model calls the weather tool for it at the
 TOOL_DELAY_S = 1.5
 
 
-async def _cancel_when(agent: Agent, task, signal: threading.Event) -> tuple[bool, bool, float]:
+async def _cancel_when(agent: Agent, task, signal: threading.Event, clock: Clock) -> tuple[bool, bool, float]:
     """Run the task, cancel it once `signal` is set: (signal reached, cancelled, cancel latency s)."""
     signal.clear()
     run = asyncio.ensure_future(agent.arun(task))
     waiter = asyncio.ensure_future(asyncio.to_thread(signal.wait, 120))
     await asyncio.wait([run, waiter], return_when=asyncio.FIRST_COMPLETED)
     reached = signal.is_set() and not run.done()
-    t0 = time.perf_counter()
+    t0 = clock.now_ns()
     run.cancel()
     try:
         await run
         cancelled = False
     except asyncio.CancelledError:
         cancelled = True
-    latency = time.perf_counter() - t0
+    latency = elapsed_s(clock, t0)
     signal.set()  # release the waiter thread if the run ended on its own
     await waiter
     return reached, cancelled, latency
@@ -66,7 +67,7 @@ def _case(ctx: ScenarioContext, label: str, agent: Agent, counter: SpanCounter, 
     before_threads = set(threading.enumerate())
     n0 = len(counter.ended)
     started0 = counter.started
-    reached, cancelled, latency = asyncio.run(_cancel_when(agent, task, signal))
+    reached, cancelled, latency = asyncio.run(_cancel_when(agent, task, signal, ctx.clock))
     tel.flush()
     after_mem = memory_snapshot(ctx.opts.device, caches)
     leaked = new_threads(before_threads)
@@ -99,7 +100,7 @@ def run_cancellation(ctx: ScenarioContext) -> ScenarioResult:
     cfg = ctx.config(suite)
     checks: list[Check] = []
     notes = []
-    t0 = time.perf_counter()
+    t0 = ctx.clock.now_ns()
     for arm in ctx.opts.arms:
         ctx.tick(f"cancellation: mid-generation [{arm}]")
         watched = WatchedModel(build_model(arm, ctx.loaded, ctx.opts))
@@ -142,5 +143,5 @@ def run_cancellation(ctx: ScenarioContext) -> ScenarioResult:
         "cancellation", "Cancellation mid-generation and mid-tool", checks,
         f"{passed}/{len(checks)} checks: spans closed, memory back, no leaked threads "
         f"({len(ctx.opts.arms)} arm(s) mid-generation, one run mid-tool)",
-        notes=notes, wall_s=time.perf_counter() - t0,
+        notes=notes, wall_s=elapsed_s(ctx.clock, t0),
     )

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from agenttrace.bench.harness.records import Check, ScenarioResult
 from agenttrace.bench.harness.scenarios.common import ScenarioContext
+from agenttrace.clock import elapsed_s
 from agenttrace.report.stats import distribution
 
 TASK_ID = "weather-paris"
@@ -79,7 +80,7 @@ def _f(x: float | None) -> str:
 
 
 def run_cold_start(ctx: ScenarioContext) -> ScenarioResult:
-    t0 = time.perf_counter()
+    t0 = ctx.clock.now_ns()
     opts = ctx.opts
     starts: list[Start] = []
     for rep in range(opts.cold_start_repeats):
@@ -121,4 +122,4 @@ def run_cold_start(ctx: ScenarioContext) -> ScenarioResult:
     if cold and cold[0].total_s is not None:
         summary += f"; cold cache: {_f(cold[0].total_s)} s"
     return ScenarioResult.from_checks("cold_start", "Cold start: process start to first valid tool call", checks,
-                                      summary, columns=columns, rows=rows, notes=notes, wall_s=time.perf_counter() - t0)
+                                      summary, columns=columns, rows=rows, notes=notes, wall_s=elapsed_s(ctx.clock, t0))

@@ -16,8 +16,10 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from agenttrace import semconv as sc
 from agenttrace.bench.harness.options import HarnessOptions
 from agenttrace.bench.harness.sensors import current_rss_bytes
+from agenttrace.clock import Clock, default_clock
 from agenttrace.generation.chat import (
     CancelToken,
+    ChatModelWrapper,
     Generation,
     GenerationParams,
     Message,
@@ -25,9 +27,10 @@ from agenttrace.generation.chat import (
 from agenttrace.runtime.agent import AgentConfig
 
 if TYPE_CHECKING:
-    from agenttrace.examples.agents.suites import Suite
+    from agenttrace.bench.workloads import Suite
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.models import LoadedModel
+    from agenttrace.generation.prefix_cache import PrefixCache
 
 Tick = Callable[[str], None]
 
@@ -39,6 +42,7 @@ class ScenarioContext:
     suites: dict[str, Suite]  # with their tasks loaded
     out: Path  # this scenario's folder for traces
     tick: Tick = field(default=lambda _: None)
+    clock: Clock = field(default_factory=default_clock)  # what every scenario's timings read
 
     def config(self, suite: Suite) -> AgentConfig:
         """The suite's agent budget with the run's per-task deadline and token budget."""
@@ -100,14 +104,9 @@ class MemorySnapshot:
         return f"{self.tensors} tensors ({self.tensor_bytes / 2**20:.1f} MiB){cached}, {rss}{gpu}"
 
 
-def _cache_tensors(caches: Sequence[object]) -> list:
-    """The key/value tensors prefix caches hold (read through their entries)."""
-    out = []
-    for cache in caches:
-        # PrefixCache has no public view of its entries; read them, or count nothing as cached
-        for entry in getattr(cache, "_entries", ()):
-            out += [t for kv in getattr(entry, "layers", ()) for t in kv]
-    return out
+def _cache_tensors(caches: Sequence[PrefixCache | None]) -> list:
+    """The key/value tensors prefix caches hold (None: an arm without a prefix cache)."""
+    return [t for cache in caches if cache is not None for t in cache.tensors()]
 
 
 def _storage_bytes(t) -> int:
@@ -116,7 +115,7 @@ def _storage_bytes(t) -> int:
     return t.numel() * t.element_size() if t.is_mkldnn else t.untyped_storage().nbytes()
 
 
-def memory_snapshot(device: str, prefix_caches: Sequence[object] = ()) -> MemorySnapshot:
+def memory_snapshot(device: str, prefix_caches: Sequence[PrefixCache | None] = ()) -> MemorySnapshot:
     """Live tensors and resident memory after a full collection (tensors shared by views count
     once per view object: what matters is that the count comes back, not the total)."""
     import torch
@@ -157,22 +156,16 @@ def new_threads(before: set[threading.Thread]) -> list[str]:
     return sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive())
 
 
-class WatchedModel:
+class WatchedModel(ChatModelWrapper):
     """A `LocalChatModel` that sets `reached` once a generation has produced `after_tokens`
     tokens: the moment a scenario knows it is cancelling mid-generation, not before or after."""
 
+    inner: LocalChatModel
+
     def __init__(self, inner: LocalChatModel, after_tokens: int = 3) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.after_tokens = after_tokens
         self.reached = threading.Event()
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    @property
-    def provider_name(self) -> str:
-        return self.inner.provider_name
 
     def chat(self, messages: Sequence[Message], params: GenerationParams, *,
              cancel: CancelToken | None = None) -> Generation:

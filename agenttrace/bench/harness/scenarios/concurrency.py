@@ -21,7 +21,6 @@ from __future__ import annotations
 import queue
 import random
 import threading
-import time
 from dataclasses import dataclass
 
 from agenttrace.bench.harness.arms import build_model
@@ -29,6 +28,7 @@ from agenttrace.bench.harness.figures import paired_estimate
 from agenttrace.bench.harness.records import Check, ScenarioResult
 from agenttrace.bench.harness.runner import output_digest
 from agenttrace.bench.harness.scenarios.common import ScenarioContext
+from agenttrace.clock import elapsed_s
 from agenttrace.report import report_from_files
 from agenttrace.report.stats import distribution
 from agenttrace.runtime.agent import TaskResult
@@ -76,12 +76,12 @@ def _serve(ctx: ScenarioContext, n: int, arm: str, tasks) -> Level:
                     errors.append(f"{task.id}: {type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=worker, args=(a,), name=f"bench-agent-{i}") for i, a in enumerate(agents)]
-    t0 = time.perf_counter()
+    t0 = ctx.clock.now_ns()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    wall = time.perf_counter() - t0
+    wall = elapsed_s(ctx.clock, t0)
     tel.shutdown()
     figures = report_from_files([str(path)]).tasks
     tokens = sum(g.output_tokens for r in results.values() for g in r.generations)
@@ -111,7 +111,7 @@ def _s(x: float | None) -> str:
 
 
 def run_concurrency(ctx: ScenarioContext) -> ScenarioResult:
-    t0 = time.perf_counter()
+    t0 = ctx.clock.now_ns()
     opts = ctx.opts
     spec = next((a for a in opts.arms[1:]), None)
     arms = [opts.baseline] + ([spec] if spec else [])
@@ -172,5 +172,5 @@ def run_concurrency(ctx: ScenarioContext) -> ScenarioResult:
         "concurrency", "Concurrent agents sharing one model", checks,
         f"N = {', '.join(map(str, opts.concurrency))}: {len(tasks)} tasks per level and arm; "
         f"throughput and latency in the table",
-        columns=columns, rows=rows, notes=notes, wall_s=time.perf_counter() - t0,
+        columns=columns, rows=rows, notes=notes, wall_s=elapsed_s(ctx.clock, t0),
     )

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -31,6 +30,7 @@ from agenttrace.bench.harness.scenarios.common import (
     new_threads,
     segment_spans,
 )
+from agenttrace.clock import elapsed_s
 from agenttrace.generation.chat import GenerationParams
 from agenttrace.report import report_from_files
 from agenttrace.runtime.agent import Agent, TaskResult
@@ -78,7 +78,7 @@ def run_drafter_failure(ctx: ScenarioContext) -> ScenarioResult:
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
 
-    t0 = time.perf_counter()
+    t0 = ctx.clock.now_ns()
     suite = ctx.suites["tool_calls"]
     tasks = list(suite.tasks)
     random.Random(f"{ctx.opts.seed}-drafter-failure").shuffle(tasks)
@@ -133,12 +133,12 @@ def run_drafter_failure(ctx: ScenarioContext) -> ScenarioResult:
     return ScenarioResult.from_checks(
         "drafter_failure", "Drafter failure injected mid-run", checks,
         f"{drafter.failures} drafter failures over {len(pairs)} tasks: plain decoding took over, "
-        f"{same}/{len(pairs)} outputs identical to the baseline", wall_s=time.perf_counter() - t0,
+        f"{same}/{len(pairs)} outputs identical to the baseline", wall_s=elapsed_s(ctx.clock, t0),
     )
 
 
 def run_hanging_tool(ctx: ScenarioContext) -> ScenarioResult:
-    t0 = time.perf_counter()
+    t0 = ctx.clock.now_ns()
     suite = ctx.suites["tool_calls"]
     release = threading.Event()
     hung: list[threading.Thread] = []
@@ -158,9 +158,9 @@ def run_hanging_tool(ctx: ScenarioContext) -> ScenarioResult:
     before = set(threading.enumerate())
     try:
         ctx.tick("hanging tool: the hanging task")
-        s0 = time.perf_counter()
+        s0 = ctx.clock.now_ns()
         first = agent.run(ctx.task("tool_calls", HANGING_TASK))
-        hang_wall = time.perf_counter() - s0
+        hang_wall = elapsed_s(ctx.clock, s0)
         lingering = [t for t in hung if t.is_alive()]
         ctx.tick("hanging tool: the next task")
         second = agent.run(ctx.task("tool_calls", NEXT_TASK))
@@ -195,5 +195,5 @@ def run_hanging_tool(ctx: ScenarioContext) -> ScenarioResult:
     return ScenarioResult.from_checks(
         "hanging_tool", "A tool that hangs", checks,
         f"{len(timeouts)} timeout(s) recorded, task ended {first.outcome.value} in {hang_wall:.1f} s, "
-        f"the next task {second.outcome.value}", wall_s=time.perf_counter() - t0,
+        f"the next task {second.outcome.value}", wall_s=elapsed_s(ctx.clock, t0),
     )
