@@ -80,3 +80,25 @@ def test_a_fallback_carries_over_to_the_next_generations_then_speculation_is_pro
     assert ctrl.start_generation() is None  # the probe: speculates and measures again
     assert ctrl.fallback_reason() is None  # warming up afresh
 
+
+
+def test_after_explore_every_rounds_below_k_max_one_round_asks_for_k_max():
+    ctrl = KController(8, explore_every=4)
+    # acceptance low and wide passes costly: the model's k is small
+    for accepted in [0, 1, 0, 0]:
+        ctrl.record_round(1, accepted, 0.0, 0.05 + 0.02 * 2, 1)
+    ctrl.record_round(2, 0, 0.0, 0.05 + 0.02 * 3, 2)
+    ctrl.stats.add_pass(1, 0.07)
+    assert ctrl.model().best_k(8)[0] <= 2
+    assert ctrl.next_k() == 8  # five rounds below k_max: the probe
+    ctrl.record_round(8, 0, 0.0, 0.05 + 0.02 * 9, 8)
+    assert ctrl.next_k() <= 2  # back to the model's choice, with the wide pass timed afresh
+
+
+def test_every_round_ages_the_timings_of_every_width():
+    ctrl = KController(8, decay=0.5)
+    ctrl.record_round(8, 8, 0.0, 0.9, 8)  # width 9
+    for _ in range(3):
+        ctrl.record_round(1, 1, 0.0, 0.1, 1)  # width 2
+    (w9, _), (w2, _) = ctrl.stats.widths[9], ctrl.stats.widths[2]
+    assert w9 == pytest.approx(0.125) and w2 == pytest.approx(1 + 0.5 + 0.25)

@@ -10,7 +10,7 @@ GPU machines have no network), and puts it on the device's roofline.
                    FLOP/s at each n (2 x parameters x n), against the device's peaks when known
     speedup bound  for a free drafter (prompt lookup) with per-token acceptance alpha, drafting k
                    gives (1 - alpha^(k+1)) / (1 - alpha) tokens per pass of cost t(k+1) / t(1)
-                   (Leviathan et al. 2023 with the measured verify cost): the best k and speedup
+                   (generation/costmodel.py with the measured verify cost): the best k and speedup
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import statistics
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from agenttrace.generation.costmodel import best_k_at_widths
 
 # Llama-architecture shapes of public models, for random-weight runs.
 PRESETS: dict[str, dict[str, int]] = {
@@ -131,10 +133,9 @@ def measure(model, name: str, *, context: int, widths: tuple[int, ...], repeats:
             result.peak_bandwidth_gb_s, result.peak_tflops = peak[0] / 1e9, peak[1] / 1e12
     result.knee = next((p.n for p in result.points if p.relative >= 1.5), None)
     for alpha in ALPHAS:
-        options = [((1 - alpha ** n) / (1 - alpha) / (times[n] / base), n - 1) for n in times if n > 1]
-        if options:
-            speedup, k = max(options)
-            result.bounds.append(Bound(alpha, k, speedup))
+        best = best_k_at_widths(alpha, times, base)
+        if best:
+            result.bounds.append(Bound(alpha, *best))
     return result
 
 

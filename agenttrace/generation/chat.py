@@ -60,6 +60,7 @@ class SpecRound:
     verify_end_ns: int
     drafted: int
     accepted: int
+    k: int = 0  # the most tokens the round asked the drafter for (0: not recorded)
 
     @property
     def draft_s(self) -> float:

@@ -178,16 +178,20 @@ def generate(
                         accepted, nxt = verify_sampled(draft.tokens, q, sampling.probabilities(logits, params), rng)
                     kv.crop(cache, base + 1 + accepted)
                     out += draft.tokens[:accepted] + [nxt]
-                    rnd = SpecRound(draft_start, draft_end, draft_end, clock.now_ns(), n, accepted)
+                    rnd = SpecRound(draft_start, draft_end, draft_end, clock.now_ns(), n, accepted, k)
                     rounds.append(rnd)
-                    controller.record_round(n, accepted, rnd.draft_s, rnd.verify_s)  # type: ignore[union-attr]
+                    controller.record_round(n, accepted, rnd.draft_s, rnd.verify_s, k)  # type: ignore[union-attr]
                     fallback = fallback or controller.fallback_reason()  # type: ignore[union-attr]
                 else:
                     step_start = clock.now_ns()
                     logits = kv.forward(model, [out[-1]], cache)  # [1, V]
                     out.append(sampling.choose(logits[-1], params, rng))
-                    if controller is not None:
-                        controller.record_plain_step((clock.now_ns() - step_start) / 1e9)
+                    step_s = (clock.now_ns() - step_start) / 1e9
+                    if controller is not None and draft is not None:
+                        # The drafter was asked and found nothing: a round of the cost model.
+                        controller.record_no_draft(k, step_s)
+                    elif controller is not None:
+                        controller.record_plain_step(step_s)
                 passes += 1
                 result = _first_stop(out, checked, stop)
                 if on_tokens is not None:

@@ -104,13 +104,16 @@ def _whatif(report: Report) -> str:
     rows = "".join(
         f"<tr><td>{esc(w.label or '-')}</td><td>{esc(w.method)}</td><td>{_f(w.alpha, 3)}</td><td>{_f(w.c, 4)}</td>"
         f"<td>{w.actual_k or '-'}</td><td>{_f(w.speedup_at_actual_k, 2)}</td><td>{w.best_k or '-'}</td>"
-        f"<td>{_f(w.best_speedup, 2)}</td><td>{_f(w.measured_speedup, 2)}</td></tr>"
+        f"<td>{_f(w.best_speedup, 2)}</td><td>{_f(w.predicted_speedup, 2)}</td>"
+        f"<td>{_f(w.measured_speedup, 2)}{' est.' if w.measured_is_estimate else ''}</td></tr>"
         for w in report.whatif
     )
     table = ("<table><tr><th>run</th><th>drafter</th><th>alpha</th><th>c</th><th>k</th><th>S(k)</th><th>best k</th>"
-             f"<th>S(best)</th><th>measured</th></tr>{rows}</table>")
-    note = ('<p class="note">S(k) = (1 - a<sup>k+1</sup>) / ((1 - a)(k c + 1)) (Leviathan et al. 2023): a is the '
-            "per-token acceptance (maximum likelihood over rounds), c the draft cost per token over one verify pass.</p>")
+             f"<th>S(best)</th><th>predicted</th><th>measured</th></tr>{rows}</table>")
+    note = ('<p class="note">S(k): expected speedup over plain decoding (generation/costmodel.py) from the rounds: '
+            "a is the per-token acceptance (maximum likelihood over rounds), c the cost of one more drafted token "
+            "(drafting plus the wider verify pass) over a plain step. Predicted: for the run's own rounds; measured: "
+            "against plain generations of the same model, est. where there are none.</p>")
     return note + table + charts.whatif_curves(report.whatif)
 
 

@@ -58,14 +58,18 @@ def _inputs(report: Report) -> list[str]:
 
 def _whatif(ws: list[WhatIf]) -> list[str]:
     out = ["## Speculation what-if", "",
-           "Expected speedup S(k) = (1 - a^(k+1)) / ((1 - a)(k c + 1)) (Leviathan et al. 2023), from the measured "
-           "per-token acceptance a and draft/verify cost ratio c.", ""]
+           "Expected speedup S(k) over plain decoding from the rounds' acceptance by position a and the cost c of "
+           "one more drafted token (drafting plus the wider verify pass) over a plain step (generation/costmodel.py); "
+           "predicted: for the run's own rounds; measured: against plain generations of the same model, "
+           "est. where there are none.", ""]
     rows = []
     for w in ws:
         curve = " ".join(f"{p.k}:{p.speedup:.2f}" for p in w.curve) or "-"
         rows.append([w.label or "-", w.method, _f(w.alpha, 3), _f(w.c, 4), str(w.actual_k or "-"),
-                     _f(w.speedup_at_actual_k, 2), str(w.best_k or "-"), _f(w.best_speedup, 2), _f(w.measured_speedup, 2), curve])
-    return [*out, *_table(["run", "drafter", "alpha", "c", "k", "S(k)", "best k", "S(best)", "measured", "S by k"], rows, 2), ""]
+                     _f(w.speedup_at_actual_k, 2), str(w.best_k or "-"), _f(w.best_speedup, 2), _f(w.predicted_speedup, 2),
+                     _f(w.measured_speedup, 2) + (" est." if w.measured_is_estimate else ""), curve])
+    return [*out, *_table(["run", "drafter", "alpha", "c", "k", "S(k)", "best k", "S(best)", "predicted", "measured",
+                           "S by k"], rows, 2), ""]
 
 
 def report_markdown(report: Report, *, tasks: bool = True) -> str:

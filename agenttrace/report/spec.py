@@ -9,9 +9,10 @@ carry only the `agenttrace.spec.*` totals on the generation span.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
+from agenttrace.generation.costmodel import RoundStats
 from agenttrace.report.model import GenerationFigures, SpecFigures, lean
 from agenttrace.report.tree import SpanTree
 from agenttrace.traces.records import SpanRecord
@@ -38,6 +39,8 @@ class AcceptanceStats:
     `estimator` says where the rejections came from: "rounds" (per-round data), "positions"
     (`acceptance_per_position`: rejections = rounds - rounds that accepted position k, exact when
     every round drafted k), or "accepted/drafted" (only totals: rejections = drafted - accepted).
+    `cost`: what the rounds tell the cost model (per position, verify time by width, the rounds
+    that drafted nothing); with only totals, one verify width (the mean) and no positions.
     """
 
     accepted: int = 0
@@ -47,8 +50,10 @@ class AcceptanceStats:
     draft_s: float = 0.0
     verify_s: float = 0.0
     estimator: str = ESTIMATOR_ROUNDS
+    cost: RoundStats = field(default_factory=RoundStats)
 
     def merge(self, other: AcceptanceStats) -> None:
+        self.cost.merge(other.cost)
         self.accepted += other.accepted
         self.rejections += other.rejections
         self.draft_tokens += other.draft_tokens
@@ -69,23 +74,57 @@ def _num(attrs: dict, key: str) -> float:
     return float(value) if isinstance(value, (int, float)) else 0.0
 
 
-def rounds_of(tree: SpanTree, gen: SpanRecord) -> list[tuple[int, int]]:
-    """(drafted, accepted) per speculation round, from events or fine-detail child spans."""
+@dataclass(frozen=True, slots=True)
+class RoundRecord:
+    """One speculation round as the trace has it; k = 0 when the trace does not say."""
+
+    drafted: int
+    accepted: int
+    draft_s: float
+    verify_s: float
+    k: int = 0
+
+
+def rounds_of(tree: SpanTree, gen: SpanRecord) -> list[RoundRecord]:
+    """The speculation rounds of a generation, from events or fine-detail child spans."""
     rounds = [
-        (int(e.get(sc.ROUND_DRAFTED) or 0), int(e.get(sc.ROUND_ACCEPTED) or 0))
+        RoundRecord(int(e.get(sc.ROUND_DRAFTED) or 0), int(e.get(sc.ROUND_ACCEPTED) or 0),
+                    float(e.get(sc.ROUND_DRAFT_S) or 0.0), float(e.get(sc.ROUND_VERIFY_S) or 0.0),
+                    int(e.get(sc.ROUND_K) or 0))
         for e in gen.events
         if e.name == sc.EVENT_SPECULATE_ROUND
     ]
     if rounds:
         return rounds
-    drafted: list[int] = []
-    accepted: list[int] = []
+    drafts: list[SpanRecord] = []
+    verifies: list[SpanRecord] = []
     for c in tree.kids(gen):
         if c.segment == sc.Segment.DRAFT:
-            drafted.append(int(c.attributes.get(sc.SPEC_DRAFTED) or 0))
+            drafts.append(c)
         elif c.segment == sc.Segment.VERIFY:
-            accepted.append(int(c.attributes.get(sc.SPEC_ACCEPTED) or 0))
-    return list(zip(drafted, accepted, strict=False))
+            verifies.append(c)
+    return [RoundRecord(int(d.attributes.get(sc.SPEC_DRAFTED) or 0), int(v.attributes.get(sc.SPEC_ACCEPTED) or 0),
+                        d.duration_ns / NS, v.duration_ns / NS)
+            for d, v in zip(drafts, verifies, strict=False)]
+
+
+def _round_stats(rounds: list[RoundRecord], k: int, output_tokens: int) -> RoundStats:
+    """The cost model's view of one generation. The rounds that drafted nothing are not recorded;
+    they are the output tokens that neither the prefill nor a round produced (each is one plain
+    step), so they include the plain steps after a fallback and at the token budget's end."""
+    stats = RoundStats()
+    asked: dict[int, int] = {}
+    for r in rounds:
+        if r.drafted <= 0:
+            continue
+        asked_k = r.k or k
+        stats.add_round(r.drafted, r.accepted, r.draft_s, r.verify_s, asked_k)
+        asked[asked_k] = asked.get(asked_k, 0) + 1
+    produced = 1 + sum(1 + r.accepted for r in rounds if r.drafted > 0)  # the prefill's token, then rounds
+    common_k = max(asked, key=asked.__getitem__) if asked else max(k, 1)
+    for _ in range(max(0, output_tokens - produced)):
+        stats.add_no_draft(common_k)
+    return stats
 
 
 def acceptance_stats(tree: SpanTree, gen: SpanRecord) -> AcceptanceStats:
@@ -96,15 +135,19 @@ def acceptance_stats(tree: SpanTree, gen: SpanRecord) -> AcceptanceStats:
         draft_s=_num(a, sc.SPEC_DRAFT_S), verify_s=_num(a, sc.SPEC_VERIFY_S),
     )
     rounds = rounds_of(tree, gen)
+    k = int(_num(a, sc.SPEC_NUM_SPECULATIVE_TOKENS))
     if rounds:
-        stats.accepted = sum(acc for _, acc in rounds)
-        stats.rejections = sum(1 for d, acc in rounds if 0 < d and acc < d)
-        stats.draft_tokens = stats.draft_tokens or sum(d for d, _ in rounds)
+        stats.accepted = sum(r.accepted for r in rounds)
+        stats.rejections = sum(1 for r in rounds if 0 < r.drafted and r.accepted < r.drafted)
+        stats.draft_tokens = stats.draft_tokens or sum(r.drafted for r in rounds)
         stats.rounds = stats.rounds or len(rounds)
+        stats.cost = _round_stats(rounds, k, int(_num(a, sc.GEN_AI_USAGE_OUTPUT_TOKENS)))
         return stats
+    if stats.rounds and stats.verify_s > 0:  # only totals: every pass taken at the mean width
+        stats.cost.widths[round(1 + stats.draft_tokens / stats.rounds)] = [float(stats.rounds), stats.verify_s]
+        stats.cost.drafted, stats.cost.draft_s = float(stats.draft_tokens), stats.draft_s
     stats.accepted = int(_num(a, sc.SPEC_ACCEPTED_TOKENS))
     positions = a.get(sc.SPEC_ACCEPTANCE_PER_POSITION)
-    k = int(_num(a, sc.SPEC_NUM_SPECULATIVE_TOKENS))
     if isinstance(positions, list) and k and len(positions) >= k and stats.rounds:
         stats.rejections = max(0, stats.rounds - int(positions[k - 1]))
         stats.estimator = ESTIMATOR_POSITIONS

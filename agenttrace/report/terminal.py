@@ -97,13 +97,15 @@ def inputs_table(report: Report) -> Table:
 
 def whatif_table(whatifs: list[WhatIf]) -> Table:
     """Expected speedup for k = 1..10 per drafter, and where the run's k stood."""
-    t = Table(title="speculation what-if (Leviathan et al. 2023: expected speedup by k)", title_justify="left")
-    for col in ("run", "drafter", "alpha", "c", "k", "S(k)", "best k", "S(best)", "best/actual", "measured"):
+    t = Table(title="speculation what-if (expected speedup by k; a measured figure marked est. is an estimate: "
+                    "no plain generation to measure against)", title_justify="left")
+    for col in ("run", "drafter", "alpha", "c", "k", "S(k)", "best k", "S(best)", "best/actual", "predicted", "measured"):
         t.add_column(col, justify="right" if col not in ("run", "drafter") else "left")
     for w in whatifs:
         t.add_row(
             w.label or "-", w.method, _num(w.alpha, 3), _num(w.c, 4), str(w.actual_k or "-"), _num(w.speedup_at_actual_k, 2),
-            str(w.best_k or "-"), _num(w.best_speedup, 2), _num(w.best_over_actual, 2), _num(w.measured_speedup, 2),
+            str(w.best_k or "-"), _num(w.best_speedup, 2), _num(w.best_over_actual, 2), _num(w.predicted_speedup, 2),
+            _num(w.measured_speedup, 2) + (" est." if w.measured_is_estimate else ""),
         )
     return t
 

@@ -1,32 +1,34 @@
-"""Speculation what-if: from each drafter's measured acceptance and cost, the expected speedup for
-k = 1..10 draft tokens, the best k, and how far the run's k was from it.
+"""Speculation what-if: from each drafter's rounds in the trace, the expected speedup for k = 1..10
+draft tokens, the best k, how far the run's k was from it, and the prediction for the run's own
+rounds beside the measured speedup.
 
-The model is Leviathan et al. 2023 ("Fast Inference from Transformers via Speculative
-Decoding"): with per-token acceptance probability alpha (i.i.d.) and c the cost of drafting one
-token relative to one target forward pass, a round of k drafts yields on average
-(1 - alpha^(k+1)) / (1 - alpha) tokens per target pass, and the expected wall-time speedup over
-plain decoding is
-
-    S(k) = (1 - alpha^(k+1)) / ((1 - alpha) (k c + 1)).
-
-Estimates, per (run label, spec method), from the spans:
+The model is `agenttrace.generation.costmodel`, the one the generator's k controller uses:
+tokens per round from acceptance and drafting by position, the round's cost as draft time plus a
+verify pass whose cost grows with its width (fitted from the rounds' verify times), and the rounds
+whose drafter proposed nothing (one plain step each). Per (run label, spec method) the trace gives:
 - alpha: maximum likelihood over the rounds (see `spec.AcceptanceStats`): accepted tokens over
   accepted tokens plus rounds that ended in a rejection.
-- c: draft time per drafted token over verify time per round, i.e.
-  (draft_s / draft_tokens) / (verify_s / rounds), summed over the group's generations. One verify
-  pass scores k + 1 tokens in one target forward, which is the target pass of the model.
-The formula assumes a verify pass costs one plain decode step and that every round drafts k
-tokens; prompt lookup drafts nothing when it finds no match, so measured speedups can fall short
-of S(k). `measured_speedup` is therefore reported beside it where the set holds plain generations.
+- the plain step, the unit every cost is measured in: the decode time per step of plain
+  generations of the same model in the set (the plain arm). Without one it is estimated, and
+  labelled so: the no-draft steps are untimed, but generations mixing them with rounds in
+  different proportions let a least-squares fit split the time outside the timers between the
+  two (`split_untimed`); failing that, the verify line at one token plus the loop's time per pass.
+- the loop's time per round outside the draft and verify timers (stop checks, streaming): the
+  speculative generations' decode time less their draft, verify and no-draft steps' time.
+`measured_speedup` is measured only with a plain arm: decode time per token of its generations over
+the speculative ones', totals over the set (a median per generation weighs a 5-token answer like a
+64-token one: on a demo trace it read 1.14x where the totals read 1.44x); otherwise it is the
+estimate above, and `measured_speedup_source` says which.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from agenttrace.generation.costmodel import CostModel, fit
 from agenttrace.report.model import GenerationFigures, SpeedupPoint, WhatIf
 from agenttrace.report.spec import AcceptanceStats
 
@@ -34,47 +36,116 @@ if TYPE_CHECKING:
     from agenttrace.report.figures import TaskAnalysis
 
 K_RANGE = range(1, 11)
+SOURCE_PLAIN_ARM = "plain arm"
 
 
-def tokens_per_round(alpha: float, k: int) -> float:
-    """Expected tokens per target pass with k drafts: (1 - alpha^(k+1)) / (1 - alpha)."""
-    if alpha >= 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+def speedup_curve(model: CostModel, ks: range = K_RANGE) -> list[SpeedupPoint]:
+    return [SpeedupPoint(k=k, speedup=model.speedup(k), tokens_per_round=model.tokens_per_verify(k)) for k in ks]
 
 
-def expected_speedup(alpha: float, c: float, k: int) -> float:
-    """Leviathan et al.'s expected speedup of speculative over plain decoding."""
-    return tokens_per_round(alpha, k) / (k * c + 1.0)
+@dataclass
+class Decoding:
+    """Decode time (after the prefill) and output tokens of generations whose decode time is known,
+    and of that time what the draft and verify timers did not see."""
+
+    decode_s: float = 0.0
+    outside_s: float = 0.0
+    tokens: int = 0
+    steps: int = 0  # tokens after the first (the prefill made the first)
+    # (no-draft rounds, drafting rounds, seconds outside the timers) per generation
+    untimed: list[tuple[float, float, float]] = field(default_factory=list)
+
+    def add(self, g: GenerationFigures) -> None:
+        if g.decode_s_per_token:
+            d = g.decode_s_per_token * g.output_tokens
+            outside = d - g.draft_s - g.verify_s
+            self.decode_s += d
+            self.outside_s += outside
+            self.tokens += g.output_tokens
+            self.steps += g.output_tokens - 1
+            no_draft = max(0, g.output_tokens - 1 - g.rounds - g.accepted_tokens)  # as spec.py infers them
+            self.untimed.append((float(no_draft), float(g.rounds), outside))
+
+    @property
+    def per_token_s(self) -> float | None:
+        """Decode time per output token over all the generations: the figure speculation changes."""
+        return self.decode_s / self.tokens if self.tokens and self.decode_s > 0 else None
+
+    @property
+    def step_s(self) -> float | None:
+        return self.decode_s / self.steps if self.steps and self.decode_s > 0 else None
 
 
-def speedup_curve(alpha: float, c: float, ks: range = K_RANGE) -> list[SpeedupPoint]:
-    return [SpeedupPoint(k=k, speedup=expected_speedup(alpha, c, k), tokens_per_round=tokens_per_round(alpha, k)) for k in ks]
+def split_untimed(generations: Iterable[tuple[float, float, float]]) -> tuple[float, float] | None:
+    """(plain step, loop time per drafting round) from (no-draft rounds, drafting rounds, decode
+    seconds outside the draft and verify timers) per generation, by least squares of
+    outside = no_draft·step + rounds·loop. A trace does not time the no-draft steps; generations
+    that mix them with rounds in different proportions tell the two apart. None when they do not
+    (fewer than two generations, proportions alike, or a coefficient that is not positive)."""
+    rows = list(generations)
+    sxx = sum(x * x for x, _, _ in rows)
+    syy = sum(y * y for _, y, _ in rows)
+    sxy = sum(x * y for x, y, _ in rows)
+    sxt = sum(x * t for x, _, t in rows)
+    syt = sum(y * t for _, y, t in rows)
+    det = sxx * syy - sxy * sxy
+    if len(rows) < 2 or det <= 1e-9 * max(sxx * syy, 1e-300):
+        return None
+    step = (sxt * syy - syt * sxy) / det
+    loop = (syt * sxx - sxt * sxy) / det
+    if loop < 0:  # noise: no loop time per round, all of it on the steps
+        step, loop = sxt / sxx, 0.0
+    return (step, loop) if step > 0 else None
 
 
-def _median(values: list[float]) -> float | None:
-    return float(np.median(values)) if values else None
+def _plain_step(plain: Decoding | None, spec: Decoding, rounds: int, no_draft: float,
+                verify_one_s: float) -> tuple[float, float, str]:
+    """(plain step, loop time per drafting round, where the step came from). The loop time is
+    the speculative decode time the draft and verify timers do not see, less the no-draft rounds'
+    plain steps."""
+    if plain and plain.step_s:
+        overhead = max(0.0, spec.outside_s - no_draft * plain.step_s) / rounds if rounds else 0.0
+        return plain.step_s, overhead, SOURCE_PLAIN_ARM
+    split = split_untimed(spec.untimed)
+    if split:
+        return (*split, f"estimated: the decode time outside the draft and verify timers split by least squares "
+                        f"between no-draft steps and rounds over {len(spec.untimed)} generations")
+    # Every pass, plain step or round, taken to pay the same loop time on top of its forward.
+    passes = rounds + no_draft
+    overhead = max(0.0, spec.outside_s - no_draft * verify_one_s) / passes if passes else 0.0
+    return verify_one_s + overhead, overhead, "estimated: the verify line at one token plus the loop's time per pass"
 
 
 def whatif_for(label: str | None, method: str, gens: list[GenerationFigures], stats: AcceptanceStats,
-               plain_decode_s_per_token: float | None) -> WhatIf:
-    """The what-if of one drafter from its generations and their pooled acceptance statistics."""
+               plain: Decoding | None) -> WhatIf:
+    """The what-if of one drafter from its generations and their pooled round statistics."""
     alpha = stats.alpha
+    rs = stats.cost
     draft_per_token = stats.draft_s / stats.draft_tokens if stats.draft_tokens else None
     verify_per_round = stats.verify_s / stats.rounds if stats.rounds and stats.verify_s > 0 else None
-    c = draft_per_token / verify_per_round if draft_per_token is not None and verify_per_round else None
     ks = Counter(g.num_speculative_tokens for g in gens if g.num_speculative_tokens)
     actual_k = ks.most_common(1)[0][0] if ks else 0
-    curve = speedup_curve(alpha, c) if alpha is not None and c is not None else []
+    line = rs.verify_line()
+    spec = Decoding()
+    for g in gens:
+        spec.add(g)
+    model: CostModel | None = None
+    overhead = step_source = None
+    if alpha is not None and line is not None:
+        plain_step, overhead, step_source = _plain_step(plain, spec, stats.rounds, rs.no_draft, line.at(1))
+        model = fit(rs, alpha=alpha, plain_step_s=plain_step, overhead_s=overhead)
+    curve = speedup_curve(model) if model else []
     best = max(curve, key=lambda p: p.speedup) if curve else None  # max() keeps the first (smallest k) on ties
-    at_actual = expected_speedup(alpha, c, actual_k) if curve and actual_k else None  # type: ignore[arg-type]
-    spec_tpot = _median([g.decode_s_per_token for g in gens if g.decode_s_per_token])
-    if plain_decode_s_per_token and spec_tpot:
-        measured, basis = plain_decode_s_per_token / spec_tpot, "median decode time per token of plain generations in this set"
-    elif verify_per_round and spec_tpot:
-        measured, basis = verify_per_round / spec_tpot, "estimated: no plain generations here; one verify pass taken as one plain decode step"
+    at_actual = model.speedup(actual_k) if model and actual_k else None
+    if plain and plain.per_token_s and spec.per_token_s:
+        measured, basis, source = (plain.per_token_s / spec.per_token_s, "decode time per token of the plain "
+                                   "generations of this model in the set over the speculative ones' (totals)",
+                                   SOURCE_PLAIN_ARM)
+    elif model and spec.step_s:
+        source = f"{step_source} (no plain generation of this model in the set)"
+        measured, basis = model.plain_step_s / spec.step_s, source
     else:
-        measured, basis = None, None
+        measured, basis, source = None, None, None
     rounds = sum(g.rounds for g in gens)
     accepted = sum(g.accepted_tokens for g in gens)
     return WhatIf(
@@ -86,7 +157,7 @@ def whatif_for(label: str | None, method: str, gens: list[GenerationFigures], st
         accepted_tokens=accepted,
         alpha=alpha,
         alpha_estimator=stats.estimator,
-        c=c,
+        c=model.c if model else None,
         draft_s_per_token=draft_per_token,
         verify_s_per_round=verify_per_round,
         actual_k=actual_k,
@@ -96,9 +167,19 @@ def whatif_for(label: str | None, method: str, gens: list[GenerationFigures], st
         speedup_at_actual_k=at_actual,
         best_over_actual=best.speedup / at_actual if best and at_actual else None,
         measured_mean_acceptance_length=1.0 + accepted / rounds if rounds else None,
-        predicted_mean_acceptance_length=tokens_per_round(alpha, actual_k) if alpha is not None and actual_k else None,
+        predicted_mean_acceptance_length=model.tokens_per_verify(actual_k) if model and actual_k else None,
         measured_speedup=measured,
         measured_speedup_basis=basis,
+        measured_speedup_source=source,
+        predicted_speedup=(model.speedup_mix(rs.asked) or at_actual) if model else None,
+        plain_step_s=model.plain_step_s if model else None,
+        plain_step_source=step_source,
+        verify_s_fixed=line.fixed_s if line else None,
+        verify_s_per_token=line.per_token_s if line else None,
+        verify_cost_source=line.source if line else None,
+        overhead_s_per_round=overhead,
+        no_draft_rounds=round(rs.no_draft),
+        acceptance_by_position=list(model.acceptance) if model else [],
     )
 
 
@@ -106,19 +187,21 @@ def whatifs(analyses: list[TaskAnalysis]) -> list[WhatIf]:
     """One what-if per (run label, speculative method) present, in first-seen order."""
     gens: dict[tuple[str | None, str], list[GenerationFigures]] = defaultdict(list)
     stats: dict[tuple[str | None, str], AcceptanceStats] = {}
-    plain: list[float] = []
+    plain: dict[str | None, Decoding] = defaultdict(Decoding)  # by model
     for a in analyses:
         label = a.figures.run_label
         for step in a.figures.steps:
             for g in step.generations:
                 if g.method == "none":
-                    if g.decode_s_per_token:
-                        plain.append(g.decode_s_per_token)
+                    plain[g.model].add(g)
                 else:
                     gens[(label, g.method)].append(g)
         for method, st in a.acceptance:
             if method != "none":
                 stats.setdefault((label, method), AcceptanceStats()).merge(st)
-    plain_tpot = _median(plain)
-    return [whatif_for(label, method, gs, stats.get((label, method), AcceptanceStats()), plain_tpot)
-            for (label, method), gs in gens.items()]
+    out = []
+    for (label, method), gs in gens.items():
+        models = Counter(g.model for g in gs)
+        arm = plain.get(models.most_common(1)[0][0])
+        out.append(whatif_for(label, method, gs, stats.get((label, method), AcceptanceStats()), arm))
+    return out

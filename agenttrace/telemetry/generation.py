@@ -114,6 +114,7 @@ def record_generation(tel: Telemetry, span: Span, gen: Generation, *, model: str
                     sc.ROUND_ACCEPTED: r.accepted,
                     sc.ROUND_DRAFT_S: r.draft_s,
                     sc.ROUND_VERIFY_S: r.verify_s,
+                    **({sc.ROUND_K: r.k} if r.k else {}),
                 },
                 timestamp=r.verify_end_ns,
             )
