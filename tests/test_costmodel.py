@@ -183,3 +183,13 @@ def test_the_controller_and_the_whatif_give_the_same_prediction_for_the_same_rou
     # the run's own rounds asked for 6 (6 of them), 3 (2) and 1 (1); the no-draft rounds count under 6
     assert ctrl.stats.asked == {6: 6 + no_draft, 3: 2, 1: 1}
     assert w.predicted_speedup == pytest.approx(model.speedup_mix(ctrl.stats.asked))
+
+
+def test_a_model_fitted_on_no_draft_rounds_alone_is_defined():
+    # a server's first requests: prompt lookup found nothing yet, so only position 1 was offered
+    stats = RoundStats()
+    stats.add_no_draft(4, 0.1)
+    stats.add_no_draft(4, 0.1)
+    model = fit(stats)
+    k, speedup = model.best_k(4)
+    assert 1 <= k <= 4 and speedup > 0

@@ -364,7 +364,10 @@ def fit(stats: RoundStats, *, alpha: float | None = None, plain_step_s: float | 
     # h_1 is its own thing (did a match exist at all) and leans towards 1, Leviathan's drafter
     # that always drafts: one early no-draft round must not make every k look alike (S = 1).
     # Later positions pool towards each other.
-    h1 = (stats.proposed[0] + SHRINK) / (stats.offered[0] + SHRINK) if stats.offered else 1.0
+    # `proposed` is shorter than `offered` when no round drafted at a position (no-draft rounds
+    # offer position 1 and propose nothing): a missing entry is zero proposals
+    first = stats.proposed[0] if stats.proposed else 0.0
+    h1 = (first + SHRINK) / (stats.offered[0] + SHRINK) if stats.offered else 1.0
     later_offered, later_proposed = sum(stats.offered[1:]), sum(stats.proposed[1:])
     tail = later_proposed / later_offered if later_offered > 0 else 1.0
     continuation = (h1, *_shrunk(stats.proposed[1:], stats.offered[1:], tail)) if stats.offered else ()
