@@ -7,4 +7,5 @@ BENCHES: tuple[str, ...] = (
     "agenttrace.bench.report",
     "agenttrace.bench.harness",
     "agenttrace.bench.verify_cost",
+    "agenttrace.bench.overhead",
 )
