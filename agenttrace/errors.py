@@ -41,19 +41,27 @@ class ModelMistake(AgentTraceError):
     """The model produced something unusable; the step may retry.
 
     `error_type` is the short machine-readable kind written to `error.type`; `message_for_model`
-    is what the next attempt's prompt tells the model about its mistake.
+    is what the next attempt's prompt tells the model about its mistake, values included so the
+    model can fix its call. `summary` says the same without any value from the model's output or
+    the tool (its kind and where: "2 schema errors at arguments.unit, arguments.city"); spans
+    carry it when content capture is off.
     """
 
     error_type: str = "model_mistake"
 
-    def __init__(self, message: str, *, error_type: str | None = None) -> None:
+    def __init__(self, message: str, *, error_type: str | None = None, summary: str | None = None) -> None:
         super().__init__(message)
         if error_type is not None:
             self.error_type = error_type
+        self._summary = summary
 
     @property
     def message_for_model(self) -> str:
         return str(self)
+
+    @property
+    def summary(self) -> str:
+        return self._summary or self.error_type.replace("_", " ")
 
 
 class ParseError(ModelMistake):
@@ -61,27 +69,46 @@ class ParseError(ModelMistake):
 
 
 class ArgumentsInvalid(ModelMistake):
-    """The arguments failed schema validation; `errors` lists each failure as `path: message`."""
+    """The arguments failed schema validation; `errors` lists each failure as `path: message`
+    (for the model), `paths` where each failure is (`arguments.unit`; no values, for spans)."""
 
     error_type = "validation_error"
 
-    def __init__(self, tool: str, errors: list[str], count: int | None = None) -> None:
+    def __init__(self, tool: str, errors: list[str], count: int | None = None, *, paths: list[str] | None = None) -> None:
         self.tool = tool
         self.errors = errors
         self.count = len(errors) if count is None else count  # all violations, listed or not
+        self.paths = list(dict.fromkeys(paths)) if paths else []
         listed = "; ".join(errors)
-        super().__init__(f"arguments for tool {tool!r} are invalid: {listed}")
+        super().__init__(f"arguments for tool {tool!r} are invalid: {listed}", summary=schema_summary(self.count, self.paths))
+
+
+def schema_summary(count: int, paths: list[str]) -> str:
+    """"2 schema errors at arguments.unit, arguments.city": how many and where, no values."""
+    noun = "schema error" if count == 1 else "schema errors"
+    return f"{count} {noun} at {', '.join(paths)}" if paths else f"{count} {noun}"
 
 
 class ToolFailed(ModelMistake):
-    """The tool raised or timed out. `timed_out` tells which."""
+    """The tool raised or timed out. `timed_out` tells which; `cause_type` names what it raised
+    (the summary says that, not the tool's message, which may hold anything)."""
 
     error_type = "tool_error"
 
-    def __init__(self, tool: str, message: str, *, timed_out: bool = False, error_type: str | None = None) -> None:
+    def __init__(self, tool: str, message: str, *, timed_out: bool = False, error_type: str | None = None,
+                 cause_type: str | None = None) -> None:
         self.tool = tool
         self.timed_out = timed_out
+        self.cause_type = cause_type
         super().__init__(f"tool {tool!r} failed: {message}", error_type=error_type or ("timeout" if timed_out else None))
+
+    @property
+    def summary(self) -> str:
+        if self.timed_out:
+            return f"tool {self.tool!r} timed out"
+        # raised `from` the tool's exception: its type is known when the failure is recorded
+        cause = self.cause_type or (type(self.__cause__).__name__ if self.__cause__ is not None else None)
+        return f"tool {self.tool!r} failed" + (f" ({cause})" if cause else "")
 
 
 class ToolError(Exception):

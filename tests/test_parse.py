@@ -99,3 +99,61 @@ def test_every_malformed_output_is_retried_by_the_agent_never_a_crash():
     assert all(a.error for a in step.attempts)
     assert result.outcome.value == "failed" and result.decisions_invalid == len(texts)
     assert all(s.end_time is not None for s in memory.get_finished_spans())
+
+
+# Integers past Python's int-string limit (4300 digits): int() raises ValueError, so they used
+# to escape the parser as a crash.
+BIG = "9" * 5000
+
+
+@pytest.mark.parametrize("text", [
+    '{"answer": ' + BIG + "}",
+    '{"answer": -' + BIG + "}",
+    '{"tool": "weather", "arguments": {"city": ' + BIG + "}}",
+    '{"tool": "weather", "arguments": {"days": [1, 2, ' + BIG + "]}}",
+])
+def test_an_integer_past_the_int_string_limit_is_a_parse_error(text):
+    with pytest.raises(ParseError) as info:
+        parse_decision(text, TOOLS.keys())
+    assert info.value.error_type == "invalid_json"
+    assert "5000 digits" in info.value.message_for_model and "5000 digits" in info.value.summary
+
+
+def test_numbers_within_the_limit_still_parse():
+    assert parse_decision('{"answer": ' + "7" * 4300 + "}", TOOLS.keys()) == FinalAnswer("7" * 4300)
+    assert parse_decision('{"answer": 1e999}', TOOLS.keys()) == FinalAnswer("inf")
+
+
+@pytest.mark.parametrize("text", [
+    '{"tool": "sk-proj-abcdefghijklmnopqrstuvwx", "arguments": {}}',
+    '{"tool": "weather", "arguments": {}, "sk-proj-abcdefghijklmnopqrstuvwx": 1}',
+    '{"sk-proj-abcdefghijklmnopqrstuvwx": "x"}',
+])
+def test_the_summary_of_a_parse_error_holds_nothing_the_model_wrote(text):
+    with pytest.raises(ParseError) as info:
+        parse_decision(text, TOOLS.keys())
+    assert "sk-proj" in info.value.message_for_model  # the model is told what it wrote
+    assert "sk-proj" not in info.value.summary
+
+
+def test_the_parser_never_raises_anything_but_a_parse_error_on_fuzzed_output():
+    import random
+
+    rng = random.Random(19)
+    pieces = ['{', '}', '[', ']', '"', ':', ',', '\\', '"tool"', '"answer"', '"arguments"', '"weather"', 'null', 'true',
+              '1e999', '-0', 'NaN', '9' * 4400, '\x00', '\ud800', 'é', ' ', '{"a":' * 50]
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        try:
+            parse_decision(text, TOOLS.keys())
+        except ParseError:
+            pass
+
+
+def test_schema_error_paths_name_only_what_the_schema_declares():
+    tool = TOOLS["weather"]
+    with pytest.raises(ArgumentsInvalid) as info:
+        validate_arguments(tool, {"city": 5, "sk-proj-abcdefghijklmnopqrstuvwx": "x"})
+    assert all("sk-proj" not in p for p in info.value.paths)
+    assert "arguments.city" in info.value.paths
+    assert info.value.summary.startswith(f"{info.value.count} schema error")

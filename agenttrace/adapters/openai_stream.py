@@ -132,8 +132,8 @@ class ChatCall:
 
     def _record_tool_calls(self, names: list[str | None]) -> None:
         self.span.set_attribute(sc.RESPONSE_TOOL_CALLS, len(names))
-        if names:
-            self.span.set_attribute(sc.RESPONSE_TOOL_NAMES, tuple(n or "" for n in names))
+        if names:  # names the model wrote: a made-up one may be anything, so secrets are redacted
+            self.span.set_attribute(sc.RESPONSE_TOOL_NAMES, tuple(self.tel.content.redact_text(n or "") for n in names))
 
     def _record_stream_end(self, stopped_early: bool) -> None:
         acc = self.acc

@@ -114,6 +114,7 @@ class Attempt:
         self.step, self.span, self.index, self.implicit = step, span, index, implicit
         self.flags = Flags()
         self.outcome: sc.AttemptOutcome | None = None
+        self.error: BaseException | None = None  # what ended it, for the step's status message
         self.ended = False
 
     @property
@@ -135,12 +136,16 @@ class Attempt:
                     self.outcome = by_exc
         if not self.ended:
             self.ended = True
+            self.error = exc
             self.span.set_attribute(sc.ATTEMPT_OUTCOME, self.outcome.value)
             if self.outcome is not Outcome.OK:
                 # error.type is the attempt's outcome (parse_error, timeout, ...); the failing
-                # child span (parse, tool) carries the finer kind; an unexpected error its type
+                # child span (parse, tool) carries the finer kind; an unexpected error its type.
+                # The exception's text is content (it may quote the model or the tool): the
+                # policy decides what of it the status message keeps.
                 kind = error_type(exc) if exc is not None and self.outcome is Outcome.ERROR else self.outcome.value
-                why = (str(exc) or type(exc).__name__) if exc is not None else f"attempt {self.index} ended {kind}"
+                content = self.step.tel.content
+                why = content.describe_error(exc) if exc is not None else f"attempt {self.index} ended {kind}"
                 mark_error(self.span, kind, why)
             self.span.end(end_time=self.step.tel.clock.now_ns())
         return self.outcome
@@ -166,8 +171,20 @@ class Step:
         self._lock = threading.Lock()
 
     def set_outcome(self, outcome: sc.StepOutcome | str, *, reason: str | None = None) -> None:
+        """Override the outcome. `reason` (why it failed) is content: it reaches the status
+        message only when content capture is on, redacted; otherwise the message names the
+        step's outcome and its last attempt's error kind."""
         self.outcome = sc.StepOutcome(outcome)
         self.reason = reason
+
+    def failure_message(self, outcome: sc.StepOutcome) -> str:
+        """The status message of a step that ended `outcome` without a decision."""
+        content = self.tel.content
+        last_error = self.last.error if self.last is not None else None
+        summary = f"step {self.index} ended {outcome.value}"
+        if last_error is not None:
+            summary += f": {content.describe_error(last_error)}"
+        return content.status_text(self.reason, summary)
 
     def open_attempt(self, *, implicit: bool) -> Attempt:
         """A new attempt span under this step (ending the open implicit one first)."""

@@ -185,7 +185,7 @@ def finish_step(step: Step, exc: BaseException | None) -> None:
         step.run.last_step_outcome = outcome
     step.span.set_attributes({sc.STEP_OUTCOME: outcome.value, sc.STEP_ATTEMPTS: step.attempts})
     if exc is None and outcome not in (sc.StepOutcome.TOOL_CALL, sc.StepOutcome.FINAL_ANSWER):
-        mark_error(step.span, outcome.value, step.reason or f"step {step.index} ended {outcome.value}")
+        mark_error(step.span, outcome.value, step.failure_message(outcome))
     step.tel.end_span(step.span, exc)
 
 

@@ -19,22 +19,28 @@ from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.errors import ArgumentsInvalid
+from agenttrace.errors import ArgumentsInvalid, schema_summary
+from agenttrace.instrument.config import get_telemetry
 from agenttrace.instrument.decisions import is_cancellation
 from agenttrace.instrument.frames import (
     Frame,
     Placement,
+    current_frame,
+    frame_telemetry,
     place_leaf,
 )
 from agenttrace.instrument.scope import Scope
 from agenttrace.runtime.tools import Tool
-from agenttrace.runtime.validate import validate_arguments
+from agenttrace.runtime.validate import declared_names, validate_arguments
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import mark_error
 
 __all__ = ["ValidationHandle", "ValidationResult", "validate_tool_call", "validate_tool_calls", "validation_span"]
 
 Schema = Mapping[str, Any] | type | Tool
+# The span name and `gen_ai.tool.name` of a call to a tool that is not among those given, when
+# content capture is off: the name is the model's own text, and may be anything.
+UNKNOWN_TOOL_NAME = "unknown_tool"
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,8 @@ class ValidationResult:
 
     `arguments` is the decoded argument object (None when it was not valid JSON); `value` is the
     pydantic model instance for a pydantic schema, else the arguments. `errors` lists each
-    problem as `path: message` (the first few); `error_count` counts them all. `message` is the
-    text to show the model on a retry.
+    problem as `path: message` (the first few); `error_count` counts them all; `paths` says
+    where each is with no value in it. `message` is the text to show the model on a retry.
     """
 
     tool: str
@@ -57,22 +63,27 @@ class ValidationResult:
     call_id: str | None = None
     validator: str = "jsonschema"
     message: str = field(default="", repr=False)
+    paths: tuple[str, ...] = ()
 
     def raise_if_invalid(self) -> None:
         """Raise `ArgumentsInvalid` (a retryable model mistake) when the call failed validation."""
         if not self.ok:
-            raise ArgumentsInvalid(self.tool, list(self.errors) or [self.message], count=self.error_count or 1)
+            raise ArgumentsInvalid(self.tool, list(self.errors) or [self.message], count=self.error_count or 1,
+                                   paths=list(self.paths))
 
 
 # -- the span -------------------------------------------------------------------------------------
 class ValidationHandle:
     """Say how validation went: `ok()` or `failed(errors)`. An exception leaving the block, or
-    neither call, counts as failed."""
+    neither call, counts as failed. `errors` are content (they quote the arguments): the status
+    message lists them only when content capture is on, redacted; otherwise it gives their
+    count and `paths`."""
 
     def __init__(self, placement: Placement, span: Span) -> None:
         self.placement, self.span = placement, span
         self.passed: bool | None = None
         self.errors: Sequence[str] = ()
+        self.paths: Sequence[str] = ()
         self.error_count = 0
         self.error_type = "validation_error"
 
@@ -84,12 +95,26 @@ class ValidationHandle:
         the time-to-correct-action figure reads)."""
         self.span.set_attribute(sc.DECISION_CORRECT, bool(value))
 
-    def failed(self, errors: Sequence[str] | int = 1, *, error_type: str = "validation_error") -> None:
+    def failed(self, errors: Sequence[str] | int = 1, *, error_type: str = "validation_error",
+               paths: Sequence[str] = ()) -> None:
+        """The arguments are invalid: `errors` (`path: message` each, or a count), `paths`
+        (where, e.g. `arguments.unit`, no values) and the kind."""
         self.passed = False
         self.placement.note(validation_error=True)
         self.errors = [] if isinstance(errors, int) else list(errors)
         self.error_count = errors if isinstance(errors, int) else len(errors)
+        self.paths = list(paths)
         self.error_type = error_type
+
+    def summary(self) -> str:
+        """What failed and where, with no value in it."""
+        count = max(1, self.error_count)
+        if self.error_type == "validation_error":
+            return schema_summary(count, list(dict.fromkeys(self.paths)))
+        return _KIND_SUMMARY.get(self.error_type, self.error_type.replace("_", " "))
+
+
+_KIND_SUMMARY = {"invalid_json": "arguments are not valid JSON", "unknown_tool": "unknown tool"}
 
 
 class validation_span(Scope[ValidationHandle]):  # noqa: N801
@@ -124,7 +149,7 @@ class validation_span(Scope[ValidationHandle]):  # noqa: N801
             if p.run is not None:
                 p.run.count(invalid=1)
             if exc is None:
-                mark_error(handle.span, handle.error_type, "; ".join(handle.errors) or "arguments are invalid")
+                mark_error(handle.span, handle.error_type, p.tel.content.status_text("; ".join(handle.errors), handle.summary()))
         p.tel.end_span(handle.span, exc)
 
 
@@ -181,28 +206,39 @@ def _find_schema(name: str, schema: Schema | None, tools: Iterable[Any] | None) 
     return None
 
 
-def _check(name: str, args: Any, schema: Schema | None, tools: Iterable[Any] | None) -> tuple[Any, list[str], int, str | None, str]:
-    """(value, errors, error count, error type, validator)."""
+def _check(name: str, args: Any, schema: Schema | None, tools: Iterable[Any] | None) -> tuple[Any, list[str], int, str | None, str, list[str]]:
+    """(value, errors, error count, error type, validator, paths)."""
     target = _find_schema(name, schema, tools)
     if target is None:
         known = sorted(_tool_names(tools))
-        return None, [f"unknown tool {name!r}; the tools are: {', '.join(known) or 'none'}"], 1, "unknown_tool", "jsonschema"
+        return None, [f"unknown tool {name!r}; the tools are: {', '.join(known) or 'none'}"], 1, "unknown_tool", "jsonschema", []
     if isinstance(target, type):
         from pydantic import BaseModel, ValidationError
 
         if not issubclass(target, BaseModel):
             raise TypeError(f"schema for {name!r} must be a JSON schema, a pydantic model or a Tool, got {target!r}")
         try:
-            return target.model_validate(args), [], 0, None, "pydantic"
+            return target.model_validate(args), [], 0, None, "pydantic", []
         except ValidationError as exc:
             problems = [f"arguments.{'.'.join(map(str, e['loc']))}: {e['msg']}" if e["loc"] else f"arguments: {e['msg']}" for e in exc.errors()]
-            return None, problems[:5], len(problems), "validation_error", "pydantic"
+            declared = _model_names(target)
+            paths = [".".join(["arguments", *(str(p) if isinstance(p, int) or p in declared else "*" for p in e["loc"])])
+                     for e in exc.errors()[:5]]
+            return None, problems[:5], len(problems), "validation_error", "pydantic", paths
     tool = target if isinstance(target, Tool) else _schema_tool(name, target)
     try:
         validate_arguments(tool, args)
     except ArgumentsInvalid as exc:
-        return None, exc.errors, exc.count, "validation_error", "jsonschema"
-    return args, [], 0, None, "jsonschema"
+        return None, exc.errors, exc.count, "validation_error", "jsonschema", exc.paths
+    return args, [], 0, None, "jsonschema", []
+
+
+def _model_names(model: type) -> frozenset[str]:
+    # the field names a pydantic model declares (a path on a span names only these)
+    try:
+        return declared_names(model.model_json_schema())  # type: ignore[attr-defined]
+    except Exception:  # a model whose schema cannot be generated: every key is written `*`
+        return frozenset()
 
 
 def _tool_names(tools: Iterable[Any] | None) -> list[str]:
@@ -246,17 +282,22 @@ def validate_tool_call(
         args, pre_errors = None, [f"arguments must be a JSON object, got {type(args).__name__}"]
 
     validator = "pydantic" if isinstance(schema, type) else "jsonschema"
-    with validation_span(name, validator=validator, call_id=call_id, telemetry=telemetry) as v:
+    paths: list[str] = []
+    span_tool = name
+    if _find_schema(name, schema, tools) is None:
+        content = (telemetry or frame_telemetry(current_frame()) or get_telemetry()).content
+        span_tool = content.clean(name) if content.enabled else UNKNOWN_TOOL_NAME
+    with validation_span(span_tool, validator=validator, call_id=call_id, telemetry=telemetry) as v:
         if pre_errors:
             value, errors, count, etype = None, pre_errors, 1, "invalid_json"
         else:
-            value, errors, count, etype, validator = _check(name, dict(args), schema, tools)  # type: ignore[arg-type]
+            value, errors, count, etype, validator, paths = _check(name, dict(args), schema, tools)  # type: ignore[arg-type]
         if v is not None:
             v.span.set_attribute(sc.VALIDATION_VALIDATOR, validator)
             if etype is None:
                 v.ok()
             else:
-                v.failed(errors, error_type=etype)
+                v.failed(errors, error_type=etype, paths=paths)
                 v.error_count = count
     message = "" if etype is None else f"arguments for tool {name!r} are invalid: " + "; ".join(errors)
     return ValidationResult(
@@ -270,6 +311,7 @@ def validate_tool_call(
         call_id=call_id,
         validator=validator,
         message=message,
+        paths=tuple(paths),
     )
 
 

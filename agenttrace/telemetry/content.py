@@ -8,8 +8,16 @@ and so stays off here: agenttrace records content on spans only).
 Captured text follows the GenAI conventions (`gen_ai.input.messages`, `gen_ai.output.messages`
 as JSON of `{role, parts: [...]}`; `gen_ai.tool.call.arguments` / `.result` on tool spans) and
 always passes through `ContentPolicy.clean`: every configured pattern is replaced by a marker
-(API keys and e-mail addresses by default), then each string is capped at `max_chars`. The cap
-applies per string, so the JSON around it stays valid.
+(by default API keys and tokens of the common providers, AWS secrets, Stripe keys, JWTs, PEM
+private keys, passwords in URLs and `password=...` pairs, card numbers and e-mail addresses),
+then each string is capped at `max_chars`. The cap applies per string, so the JSON around it
+stays valid. In structured values a key that names a secret (`password`, `api_key`, `token`, ...)
+has its whole value redacted, whatever it looks like.
+
+Error texts are content too: a tool's error or an exception's message may quote anything. Span
+status messages therefore come from `describe_error` / `status_text`: with capture off they say
+the error's kind and where ("2 schema errors at arguments.unit, arguments.city",
+`ModelMistake.summary`) and no value; with capture on they are the message, cleaned like the rest.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from agenttrace import semconv as sc
+from agenttrace.errors import ModelMistake
 
 __all__ = [
     "CONTENT_ENV",
@@ -38,18 +47,39 @@ CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _ON = {"true", "1", "yes", "on", "span_only", "span_and_event"}
 DEFAULT_MAX_CHARS = 4000
 
+# A key naming a secret: in `key=value` text and as a mapping key. `tokens` (max_tokens,
+# input_tokens) is a count, not a secret.
+# (`tokenizer` neither.) The word may sit inside a longer key: `aws_secret_access_key`.
+_SECRET_WORD = r"(?:api[_-]?key|token(?!s|iz)|secret|password|passwd|passphrase|pwd|credential|private[_-]?key|authorization)"
+_SECRET_KEY = rf"(?:\b|(?<=[_\-])){_SECRET_WORD}[A-Za-z0-9_\-]*"
+_SECRET_KEY_RE = re.compile(rf"(?i){_SECRET_WORD}")
+
 # (what, pattern). Key formats first, so a key inside an `api_key=...` pair is named by its kind.
 DEFAULT_REDACTIONS: tuple[tuple[str, str], ...] = (
+    ("private_key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)"),  # PEM
     ("api_key", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI, Anthropic
-    ("api_key", r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
+    ("api_key", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}|\bwhsec_[A-Za-z0-9]{10,}"),  # Stripe
+    ("api_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key id
     ("api_key", r"\b(?:ghp|gho|ghs|ghu)_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{30,}"),
     ("api_key", r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),  # Slack
     ("api_key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),  # Google
     ("api_key", r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{16,}=*"),
-    # `api_key=...`, `"password": "..."`: only the value (the `value` group) is replaced
-    ("secret", r"(?i)\b(?:api[_-]?key|(?:access|auth|refresh)?[_-]?token|secret|password|passwd)\b[\"']?\s*[:=]\s*[\"']?(?P<value>[^\s\"',;]{4,})"),
-    ("email", r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b"),
+    ("jwt", r"\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"),
+    # scheme://user:password@host: only the password
+    # (lengths bounded and starts pinned so that long runs of `a.a.a...` stay linear)
+    ("password", r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/@]{0,256}:(?P<value>[^\s@/]{1,256})@"),
+    # `api_key=...`, `"password": "..."`, `aws_secret_access_key = ...`: only the value (the
+    # `value` groups: a quoted value whole, spaces included; an unquoted one to the next break)
+    ("secret", rf"(?i){_SECRET_KEY}[\"']?\s*[:=]\s*(?:\"(?P<value_dq>[^\"]{{2,}})\"|'(?P<value_sq>[^']{{2,}})'|(?P<value>[^\s\"',;]{{4,}}))"),
+    # AWS secret access key without its label: 40 characters of base64 mixing cases and digits
+    # (a lowercase hex digest never matches)
+    ("aws_secret", r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+    ("email", r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9.\-]{1,255}\.[A-Za-z]{2,}\b"),
 )
+# Card numbers: 13 to 19 digits (spaces or dashes between groups allowed) starting as the card
+# networks do (2-6) and passing the Luhn check, so timestamps and ids are left alone.
+_CARD = re.compile(r"(?<![\d.])[2-6]\d(?:[ \-]?\d){11,17}(?![\d.])")
+_CARD_MARKER = "[REDACTED:card_number]"
 
 
 def content_enabled_from_env() -> bool:
@@ -89,14 +119,18 @@ class ContentPolicy:
         object.__setattr__(self, "_patterns", _compile((*base, *self.redact)))
 
     def redact_text(self, text: str) -> str:
-        """Every match of every pattern replaced by `[REDACTED:<label>]` (for a pattern with a
-        `value` group, only that group)."""
+        """Every match of every pattern replaced by `[REDACTED:<label>]` (for a pattern with
+        groups named `value...`, only those groups); with the default redactions, card numbers
+        that pass the Luhn check too."""
         for label, pattern in self._patterns:
             marker = f"[REDACTED:{label}]"
-            if "value" in pattern.groupindex:
-                text = pattern.sub(lambda m, mk=marker: _replace_group(m, "value", mk), text)
+            groups = [g for g in pattern.groupindex if g.startswith("value")]
+            if groups:
+                text = pattern.sub(lambda m, mk=marker, gs=groups: _replace_groups(m, gs, mk), text)
             else:
                 text = pattern.sub(marker, text)
+        if self.default_redactions:
+            text = _CARD.sub(lambda m: _CARD_MARKER if _luhn(m.group(0)) else m.group(0), text)
         return text
 
     def clean(self, text: str) -> str:
@@ -107,14 +141,45 @@ class ContentPolicy:
         return text
 
     def clean_value(self, value: Any) -> Any:
-        """`clean` applied to every string inside nested lists and mappings."""
+        """`clean` applied to every string inside nested lists and mappings (keys included); the
+        value of a key that names a secret (`password`, `api_key`, `token`, ...) is redacted
+        whole, and an integer that is a card number too."""
         if isinstance(value, str):
             return self.clean(value)
         if isinstance(value, Mapping):
-            return {str(k): self.clean_value(v) for k, v in value.items()}
+            return {self.clean(str(k)): self._clean_entry(str(k), v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.clean_value(v) for v in value]
+        if self.default_redactions and isinstance(value, int) and not isinstance(value, bool) and 10**12 <= value < 10**19:
+            return _CARD_MARKER if _CARD.fullmatch(str(value)) and _luhn(str(value)) else value
         return value
+
+    def _clean_entry(self, key: str, value: Any) -> Any:
+        empty = value is None or isinstance(value, bool) or (isinstance(value, str) and not value)
+        if self.default_redactions and not empty and _SECRET_KEY_RE.search(key):
+            return "[REDACTED:secret]"
+        return self.clean_value(value)
+
+    # -- error texts -------------------------------------------------------------------------
+    def describe_error(self, exc: BaseException) -> str:
+        """The status message of a span `exc` failed. Capture off: the error's kind and where,
+        no values (a model mistake's `summary`, another exception's type name). Capture on: its
+        message (else its type name), redacted and capped like any content."""
+        if self.enabled:
+            try:
+                text = str(exc)
+            except Exception:  # an exception whose __str__ fails still ends its span
+                text = ""
+            return self.clean(text or type(exc).__name__)
+        summary = exc.summary if isinstance(exc, ModelMistake) else type(exc).__name__
+        return self.clean(summary)  # a summary holds no values; redacting it is a second guard
+
+    def status_text(self, message: str | None, summary: str) -> str:
+        """A status message given as text (a caller's `reason`, a list of validation errors):
+        `message` cleaned when capture is on, else `summary`, which must hold no values."""
+        if self.enabled and message:
+            return self.clean(message)
+        return self.clean(summary)
 
     def to_json(self, value: Any) -> str:
         """Cleaned JSON of `value` (strings cleaned individually, so the JSON stays valid)."""
@@ -143,11 +208,27 @@ class ContentPolicy:
         return self.clean(value) if isinstance(value, str) else self.to_json(value)
 
 
-def _replace_group(match: re.Match[str], group: str, marker: str) -> str:
-    start, end = match.span(group)
-    whole = match.group(0)
-    offset = match.start()
-    return whole[: start - offset] + marker + whole[end - offset :]
+def _replace_groups(match: re.Match[str], groups: Sequence[str], marker: str) -> str:
+    whole, offset = match.group(0), match.start()
+    for group in groups:  # in a pattern of alternatives, the one group that matched
+        start, end = match.span(group)
+        if start >= 0:
+            return whole[: start - offset] + marker + whole[end - offset :]
+    return marker
+
+
+def _luhn(text: str) -> bool:
+    digits = [int(c) for c in text if c.isdigit()]
+    total = 0
+    for i, d in enumerate(reversed(digits)):
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+# A policy with capture off, for span-ending code given no policy: no values in status messages.
+CONTENT_OFF = ContentPolicy(enabled=False)
 
 
 # -- GenAI message shapes ----------------------------------------------------------------------

@@ -4,6 +4,8 @@ Times come from the injected clock, not from the SDK's own `time_ns`, so a fake 
 exact spans in tests and every segment shares one time base. An exception leaving the block
 marks the span ERROR with `error.type` (the mistake's kind for model mistakes, `cancelled` for
 cancellation) and propagates unchanged: recording never swallows the agent's control flow.
+The status message comes from the content policy (`ContentPolicy.describe_error`): with capture
+off it names the error's kind and where, never the values in its message.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace.clock import Clock
 from agenttrace.errors import ModelMistake, is_cancellation
-
+from agenttrace.telemetry.content import CONTENT_OFF, ContentPolicy
 
 
 def error_type(exc: BaseException) -> str:
@@ -33,7 +35,10 @@ def error_type(exc: BaseException) -> str:
 
 
 def mark_error(span: Span, kind: str, message: str) -> None:
-    """Status ERROR with a message and `error.type`, as SPANS.md asks of every failed span."""
+    """Status ERROR with a message and `error.type`, as SPANS.md asks of every failed span.
+
+    `message` goes to the trace as given: it must be our own wording or come from a
+    `ContentPolicy` (`describe_error`, `status_text`), never an exception's text as such."""
     span.set_attribute(sc.ERROR_TYPE, kind)
     span.set_status(Status(StatusCode.ERROR, message))
 
@@ -55,10 +60,11 @@ def start_span(
     return tracer.start_span(name, context=parent, kind=kind, attributes=attrs, start_time=clock.now_ns())
 
 
-def end_span(span: Span, clock: Clock, exc: BaseException | None = None) -> None:
-    """Mark a failure (error.type, status ERROR; `cancelled` for cancellation) and end on the clock."""
+def end_span(span: Span, clock: Clock, exc: BaseException | None = None, content: ContentPolicy | None = None) -> None:
+    """Mark a failure (error.type, status ERROR; `cancelled` for cancellation) and end on the clock.
+    The status message is `content.describe_error(exc)` (no policy: as with capture off)."""
     if exc is not None:
-        mark_error(span, error_type(exc), str(exc) or type(exc).__name__)
+        mark_error(span, error_type(exc), (content or CONTENT_OFF).describe_error(exc))
     span.end(end_time=clock.now_ns())
 
 
@@ -71,8 +77,10 @@ def open_span(
     attributes: Mapping[str, AttributeValue] | None = None,
     *,
     kind: SpanKind = SpanKind.INTERNAL,
+    content: ContentPolicy | None = None,
 ) -> Iterator[Span]:
-    """Start a span as the current one at `clock.now_ns()`; end it at exit, on the same clock."""
+    """Start a span as the current one at `clock.now_ns()`; end it at exit, on the same clock
+    (a failure's status message through `content`, as in `end_span`)."""
     span = start_span(tracer, clock, segment, name, attributes, kind=kind)
     token = otel_context.attach(trace.set_span_in_context(span))
     failure: BaseException | None = None
@@ -83,7 +91,7 @@ def open_span(
         raise
     finally:
         otel_context.detach(token)
-        end_span(span, clock, failure)
+        end_span(span, clock, failure, content)
 
 
 def child_span(
