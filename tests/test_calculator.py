@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from agenttrace import ToolError
-from agenttrace.examples.tools.calculator import evaluate
+from agenttrace.examples.tools.calculator import calculator, evaluate
+from agenttrace.runtime.tools import run_tool
 
 
 @pytest.mark.parametrize(
@@ -50,3 +53,26 @@ def test_arithmetic(expression, value):
 def test_anything_but_arithmetic_is_rejected(expression, phrase):
     with pytest.raises(ToolError, match=phrase):
         evaluate(expression)
+
+
+@pytest.mark.parametrize(
+    ("expression", "phrase"),
+    [
+        ("round(1, -10**8)", "digits is out of range"),  # would build 10**(10**8): minutes of one core
+        ("round(1, -10**7)", "digits is out of range"),
+        ("9**9**9", "exponent 387420489 is too large"),
+        ("10**10**10", "exponent 10000000000 is too large"),
+        ("(10**299)**2", "too large"),  # refused from the operands' sizes, before it is computed
+        ("9" * 400, "too large"),  # a literal is bounded like a result
+    ],
+)
+def test_costly_operations_are_refused_before_they_run(expression, phrase):
+    started = time.perf_counter()
+    with pytest.raises(ToolError, match=phrase):
+        evaluate(expression)
+    assert time.perf_counter() - started < 0.1
+
+
+def test_the_calculator_runs_in_a_worker_process():
+    assert calculator.runs_in == "process"
+    assert run_tool(calculator, {"expression": "round(123456, -2)"}) == {"expression": "round(123456, -2)", "result": 123500}

@@ -7,7 +7,15 @@ import pytest
 
 from agenttrace.errors import ToolFailed
 from agenttrace.runtime.tools import run_tool
-from agenttrace.examples.tools.sql import MAX_ROWS, run_query, schema_text, sql
+from agenttrace.examples.tools.sql import (
+    MAX_CELL_CHARS,
+    MAX_RESULT_BYTES,
+    MAX_ROWS,
+    MAX_VALUE_BYTES,
+    run_query,
+    schema_text,
+    sql,
+)
 
 
 def test_reads_the_shop_tables():
@@ -42,3 +50,20 @@ def test_a_bad_query_names_the_tables():
     with pytest.raises(ToolFailed) as err:
         run_tool(sql, {"query": "SELECT order_id FROM orders"})
     assert "no such column: order_id" in str(err.value) and schema_text() in str(err.value)
+
+
+@pytest.mark.parametrize("query", ["SELECT zeroblob(999999999)", "SELECT length(zeroblob(100000000))",
+                                   "SELECT randomblob(2000000)"])
+def test_huge_values_are_refused_before_sqlite_builds_them(query):
+    with pytest.raises(ToolFailed, match=f"exceed {MAX_VALUE_BYTES} bytes"):
+        run_tool(sql, {"query": query})
+
+
+def test_what_comes_back_is_capped_in_bytes():
+    assert run_query("SELECT zeroblob(900000)")["rows"] == [["<blob of 900000 bytes>"]]
+    assert run_query("SELECT x'4142'")["rows"] == [["x'4142'"]]
+    long = run_query("SELECT printf('%.*c', 5000, 'x')")["rows"][0][0]
+    assert long.startswith("x" * MAX_CELL_CHARS) and long.endswith(f"[{5000 - MAX_CELL_CHARS} more characters]")
+    out = run_query("SELECT printf('%.*c', 999, 'x') FROM orders a, orders b")
+    assert out["truncated"] and 0 < len(out["rows"]) < MAX_ROWS
+    assert sum(len(r[0]) for r in out["rows"]) <= MAX_RESULT_BYTES

@@ -1,15 +1,18 @@
-"""Tools as data, and running them: timeouts, exceptions, context propagation."""
+"""Tools as data, and running them on a thread: timeouts, exceptions, context propagation,
+rendering. Worker processes are tested in test_tool_isolation."""
 
 from __future__ import annotations
 
+import contextvars
 import time
+from functools import partial
 
 import pytest
 from opentelemetry import trace
 
 from agenttrace import Tool, ToolError
 from agenttrace.errors import ToolFailed
-from agenttrace.runtime.tools import render_result, run_tool
+from agenttrace.runtime.tools import OversizedResult, render_result, render_tool_result, run_tool
 
 SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}}
 
@@ -64,3 +67,19 @@ def test_results_are_rendered_as_capped_json():
     long = render_result("x" * 5000, limit=100)
     assert long.startswith("x" * 100) and long.endswith("[4900 more characters]")
     assert render_result({"when": __import__("datetime").date(2026, 1, 2), "ids": {7}}) == '{"when": "2026-01-02", "ids": [7]}'
+
+
+def test_a_rendered_result_carries_its_full_size_for_the_span():
+    small = render_tool_result({"a": 1})
+    assert (small.text, small.chars, small.truncated) == ('{"a": 1}', 8, False)
+    big = render_tool_result("y" * 3000)
+    assert big.truncated and big.chars == 3000 and big.text.endswith("[1000 more characters]")
+    sent = render_tool_result(OversizedResult(text="z" * 2000, chars=10**8))  # capped in the worker
+    assert sent.chars == 10**8 and sent.text.endswith(f"[{10**8 - 2000} more characters]")
+
+
+def test_a_thread_tool_declared_as_such_keeps_the_callers_context():
+    var = contextvars.ContextVar("var", default="unset")
+    var.set("caller")
+    tool = Tool("t", "d", SCHEMA, partial(var.get), isolation="thread")
+    assert tool.runs_in == "thread" and run_tool(tool, {}) == "caller"

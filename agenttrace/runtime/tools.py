@@ -1,26 +1,54 @@
 """Tools as data: a name, a description, a JSON schema for the arguments, and a function.
 
-Running a tool happens on a worker thread with a timeout, inside a copy of the caller's context
-(so spans the tool opens, e.g. for an HTTP call, nest under its `execute_tool` span). A tool that
-hangs is abandoned after its timeout (Python cannot kill a thread); one that raises becomes a
-`ToolFailed` the loop shows the model. Neither crashes the agent.
+Where a tool runs is its `isolation`, because only a process can really be stopped:
+
+- "process": in a warm worker process from a small pool. A call that outlives its timeout gets its
+  worker killed (SIGKILL) and replaced, so a hung sleep, a busy loop or a regex holding the GIL
+  keeps no core, thread or process. Function, arguments, result and exceptions travel by pickle:
+  the function must be module-level (or a `functools.partial` of one), it does not see the
+  caller's context (spans it opens do not nest) and its side effects stay in the worker.
+- "thread": on a thread in a copy of the caller's context (spans the tool opens nest under its
+  `execute_tool` span). A timeout returns control, but the thread runs on: Python cannot kill a
+  thread, and a GIL-holding tool stalls the caller too. For tools that need the caller's state
+  and return promptly (I/O with its own timeouts).
+- "auto" (the default): "process" when the function can be pickled by reference, "thread"
+  otherwise (closures and lambdas, which keep their old behaviour).
+
+Either way a tool that raises or times out becomes a `ToolFailed` the loop shows the model, and a
+result is bounded: a worker sends back at most MAX_TRANSFER_BYTES (beyond that, the rendered text,
+capped, with the full size), and `render_tool_result` caps what the model sees.
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
+import logging
+import multiprocessing
+import pickle
 import threading
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from agenttrace.errors import ToolError, ToolFailed
 
-__all__ = ["Tool", "run_tool"]
+__all__ = ["Isolation", "OversizedResult", "RenderedResult", "Tool", "render_result", "render_tool_result",
+           "run_tool", "shutdown_workers"]
+
+Isolation = Literal["auto", "process", "thread"]
+
+logger = logging.getLogger(__name__)
+
+MAX_RESULT_CHARS = 2000  # what the model sees of a result
+MAX_TRANSFER_BYTES = 1 << 20  # a pickled result larger than this comes back as capped text
+WORKER_START_TIMEOUT_S = 30.0  # a fresh worker imports the tool's module; not the tool's timeout
+MAX_IDLE_WORKERS = 4  # warm workers kept between calls; more may run while calls overlap
 
 
 @dataclass(frozen=True)
@@ -32,7 +60,9 @@ class Tool:
     parameters: Mapping[str, Any]  # JSON schema of an object
     function: Callable[..., Any]
     timeout_s: float = 10.0
+    isolation: Isolation = "auto"  # where it runs: see the module docstring
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+    runs_in: Literal["process", "thread"] = field(init=False, repr=False, compare=False)  # isolation resolved
 
     def __post_init__(self) -> None:
         try:
@@ -40,49 +70,309 @@ class Tool:
         except SchemaError as exc:
             raise ValueError(f"tool {self.name!r} has an invalid JSON schema: {exc.message}") from exc
         object.__setattr__(self, "validator", Draft202012Validator(self.parameters))
+        if self.isolation not in ("auto", "process", "thread"):
+            raise ValueError(f"tool {self.name!r}: isolation must be 'auto', 'process' or 'thread'")
+        runs_in: Literal["process", "thread"] = "thread"
+        if self.isolation != "thread":
+            why = _why_not_picklable(self.function)
+            if why is None:
+                runs_in = "process"
+            elif self.isolation == "process":
+                raise ValueError(f"tool {self.name!r} cannot run in a worker process ({why}): "
+                                 "define its function at module level, or declare isolation='thread'")
+        object.__setattr__(self, "runs_in", runs_in)
 
     def definition(self) -> dict[str, Any]:
         """What the model is shown: name, description and argument schema."""
         return {"name": self.name, "description": self.description, "parameters": dict(self.parameters)}
 
 
+def _why_not_picklable(function: Callable[..., Any]) -> str | None:
+    try:
+        pickle.dumps(function)
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+@dataclass(frozen=True)
+class OversizedResult:
+    """A result too large to send back whole: the start of its rendered text and the full length."""
+
+    text: str
+    chars: int
+
+
+@dataclass(frozen=True)
+class RenderedResult:
+    """A result as the model sees it, and the length of the whole rendering (for the span)."""
+
+    text: str
+    chars: int  # the whole rendering; more than `text` shows when truncated
+    truncated: bool
+
+
 def run_tool(tool: Tool, arguments: Mapping[str, Any], timeout_s: float | None = None) -> Any:
-    """Call the tool with validated arguments on a worker thread.
+    """Call the tool with validated arguments where `tool.runs_in` says; return its result.
 
     Raises ToolFailed (error_type `tool_error`, or `timeout` after `timeout_s`, default the
-    tool's own) with a message fit to show the model.
+    tool's own) with a message fit to show the model. A process-isolated call returns within
+    about its timeout plus the kill; it may return an OversizedResult for a huge result. In a
+    fresh worker the timeout starts once the tool's module is imported.
     """
     timeout = tool.timeout_s if timeout_s is None else timeout_s
-    outcome: dict[str, Any] = {}
+    if tool.runs_in == "process":
+        outcome = _POOL.call(tool.function, dict(arguments), timeout)
+    else:
+        outcome = _call_on_thread(tool.name, tool.function, arguments, timeout)
+    if outcome.timed_out:
+        raise ToolFailed(tool.name, f"no result within {timeout:g} s", timed_out=True)
+    if outcome.error is not None:
+        exc = outcome.error
+        if isinstance(exc, ToolError):
+            raise ToolFailed(tool.name, str(exc)) from exc
+        raise ToolFailed(tool.name, f"{outcome.error_name or type(exc).__name__}: {exc}",
+                         error_type="tool_error") from exc
+    return outcome.value
+
+
+@dataclass
+class _Outcome:
+    value: Any = None
+    error: BaseException | None = None
+    error_name: str | None = None  # the tool's exception type, when `error` stands in for it
+    timed_out: bool = False
+
+
+def _call_on_thread(name: str, function: Callable[..., Any], arguments: Mapping[str, Any], timeout: float) -> _Outcome:
+    outcome = _Outcome()
     ctx = contextvars.copy_context()
 
     def work() -> None:
         try:
-            outcome["value"] = ctx.run(tool.function, **arguments)
-        except BaseException as exc:  # reported to the caller below, not lost in the thread
-            outcome["error"] = exc
+            outcome.value = ctx.run(function, **arguments)
+        except BaseException as exc:  # reported to the caller, not lost in the thread
+            outcome.error = exc
 
-    worker = threading.Thread(target=work, name=f"tool-{tool.name}", daemon=True)
+    worker = threading.Thread(target=work, name=f"tool-{name}", daemon=True)
     worker.start()
     worker.join(timeout)
-    if worker.is_alive():
-        raise ToolFailed(tool.name, f"no result within {timeout:g} s", timed_out=True)
-    if "error" in outcome:
-        exc = outcome["error"]
-        if isinstance(exc, ToolError):
-            raise ToolFailed(tool.name, str(exc)) from exc
-        raise ToolFailed(tool.name, f"{type(exc).__name__}: {exc}", error_type="tool_error") from exc
-    return outcome["value"]
+    if worker.is_alive():  # abandoned: it runs on until it returns
+        return _Outcome(timed_out=True)
+    return outcome
+
+
+# -- worker processes ---------------------------------------------------------------------------
+
+_STARTED = "started"
+# A message to a worker: one of these bytes, then the pickled (function, arguments).
+_TASK, _WARM_UP = b"T", b"W"  # a warm-up only unpickles (imports the tool's module); no reply
+
+
+class _RemoteError(Exception):
+    """Stands in for a tool's exception that cannot be pickled back from the worker."""
+
+
+def _worker_main(conn: Connection) -> None:
+    """A worker's loop: receive a task, say it started, send ("value", result) or ("error", ...)."""
+    while True:
+        try:
+            task = conn.recv_bytes()
+        except (EOFError, OSError):  # the pool closed its end
+            return
+        try:
+            function, arguments = pickle.loads(task[1:])  # imports the tool's module on first use
+        except BaseException as exc:
+            if task[:1] == _TASK:  # a warm-up that fails says so when the task comes
+                conn.send_bytes(_dumps(("error", *_portable(exc))))
+            continue
+        if task[:1] == _WARM_UP:
+            continue
+        conn.send_bytes(_dumps((_STARTED,)))
+        try:
+            reply = _value_reply(function(**arguments))
+        except BaseException as exc:
+            reply = _dumps(("error", *_portable(exc)))
+        conn.send_bytes(reply)
+
+
+def _dumps(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _value_reply(value: Any) -> bytes:
+    """The pickled reply for a result; one over MAX_TRANSFER_BYTES (or one that does not pickle)
+    goes as the start of its rendering and its full length."""
+    try:
+        reply = _dumps(("value", value))
+        if len(reply) <= MAX_TRANSFER_BYTES:
+            return reply
+    except Exception:
+        pass
+    text = _render_full(value)
+    return _dumps(("value", OversizedResult(text=text[:MAX_RESULT_CHARS], chars=len(text))))
+
+
+def _portable(exc: BaseException) -> tuple[BaseException, str, str]:
+    """The exception (or a stand-in if it does not pickle), its type name and its traceback."""
+    text = "".join(traceback.format_exception(exc))
+    try:
+        pickle.loads(pickle.dumps(exc))
+        sendable: BaseException = exc
+    except Exception:
+        sendable = _RemoteError(str(exc))
+    return sendable, type(exc).__name__, text
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+
+    def stop(self) -> None:
+        """Kill the process (whatever it is doing) and reap it."""
+        self.process.kill()
+        self.process.join()
+        self.conn.close()
+        self.process.close()
+
+
+class _WorkerPool:
+    """Warm worker processes, one call at a time each; a worker that times out is killed and
+    replaced. No threads: the calling thread waits on the worker's pipe.
+
+    Workers come from the 'forkserver' context: forking a process that has loaded torch or CUDA,
+    or runs other threads, is unsafe, and the server preloads agenttrace so a fresh worker costs a
+    fork rather than an import.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []
+        self._context: Any = None
+
+    def _start(self) -> _Worker:
+        if self._context is None:
+            ctx = multiprocessing.get_context("forkserver")
+            # Only takes effect if the fork server is not running yet (it then forks every worker
+            # with agenttrace already imported).
+            ctx.set_forkserver_preload([__name__])
+            self._context = ctx
+        parent, child = self._context.Pipe(duplex=True)
+        process = self._context.Process(target=_worker_main, args=(child,), name="agenttrace-tool-worker",
+                                        daemon=True)
+        process.start()
+        child.close()
+        return _Worker(process, parent)
+
+    def _acquire(self) -> _Worker:
+        with self._lock:
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.process.is_alive():
+                    return worker
+                worker.stop()
+            return self._start()
+
+    def _release(self, worker: _Worker) -> None:
+        with self._lock:
+            if len(self._idle) < MAX_IDLE_WORKERS:
+                self._idle.append(worker)
+                return
+        worker.stop()
+
+    def _replace(self, worker: _Worker, function: Callable[..., Any]) -> None:
+        worker.stop()
+        with self._lock:
+            if len(self._idle) >= MAX_IDLE_WORKERS:
+                return
+            try:
+                fresh = self._start()
+            except OSError:  # the next call starts one, and says why if it cannot
+                logger.warning("could not start a replacement tool worker", exc_info=True)
+                return
+            # It imports the tool's module now, while the caller goes on.
+            fresh.conn.send_bytes(_WARM_UP + _dumps((function, None)))
+            self._idle.append(fresh)
+
+    def call(self, function: Callable[..., Any], arguments: dict[str, Any], timeout: float) -> _Outcome:
+        task = _TASK + _dumps((function, arguments))
+        worker = self._acquire()
+        try:
+            worker.conn.send_bytes(task)
+            if not worker.conn.poll(WORKER_START_TIMEOUT_S):
+                self._replace(worker, function)
+                return _Outcome(error=ToolError(f"its worker did not start within {WORKER_START_TIMEOUT_S:g} s"))
+            reply = worker.conn.recv_bytes()
+            if pickle.loads(reply)[0] == _STARTED:
+                if not worker.conn.poll(timeout):
+                    self._replace(worker, function)
+                    return _Outcome(timed_out=True)
+                reply = worker.conn.recv_bytes()
+        except (EOFError, OSError):  # the worker died: os._exit, a signal, out of memory
+            worker.process.join(1)
+            code = worker.process.exitcode
+            self._replace(worker, function)
+            return _Outcome(error=_RemoteError(f"its worker process exited (code {code})"), error_name="WorkerDied")
+        except BaseException:  # interrupted while it runs: do not leave it running
+            self._replace(worker, function)
+            raise
+        self._release(worker)
+        try:
+            kind, *rest = pickle.loads(reply)
+        except Exception as exc:  # e.g. the result's class cannot be imported here
+            return _Outcome(error=exc)
+        if kind == "value":
+            return _Outcome(value=rest[0])
+        exc, name, remote_traceback = rest
+        exc.add_note(f"raised in the tool's worker process:\n{remote_traceback}")
+        return _Outcome(error=exc, error_name=name)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
+
+
+_POOL = _WorkerPool()
+
+
+def shutdown_workers() -> None:
+    """Stop the idle worker processes (they also stop when this process exits). Safe to call
+    at any time; the next process-isolated call starts a fresh worker."""
+    _POOL.shutdown()
+
+
+# -- rendering ------------------------------------------------------------------------------------
 
 
 def _jsonable(value: Any) -> Any:
     return list(value) if isinstance(value, (set, frozenset)) else str(value)
 
 
-def render_result(value: Any, limit: int = 2000) -> str:
-    """A tool result as the text the model sees: JSON when possible, capped at `limit` chars."""
+def _render_full(value: Any) -> str:
     try:
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=_jsonable)
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=_jsonable)
     except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
+        return repr(value)
+
+
+def render_tool_result(value: Any, limit: int = MAX_RESULT_CHARS) -> RenderedResult:
+    """A tool result as the text the model sees (JSON when possible, capped at `limit` chars with
+    a marker saying how much was cut) and the length of the whole rendering."""
+    if isinstance(value, OversizedResult):
+        text, chars = value.text, value.chars
+    else:
+        text = _render_full(value)
+        chars = len(text)
+    truncated = chars > limit
+    if truncated:
+        text = text[:limit] + f"... [{chars - limit} more characters]"
+    return RenderedResult(text=text, chars=chars, truncated=truncated)
+
+
+def render_result(value: Any, limit: int = MAX_RESULT_CHARS) -> str:
+    """`render_tool_result(value, limit).text`."""
+    return render_tool_result(value, limit).text
+
