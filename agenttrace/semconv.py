@@ -122,6 +122,10 @@ GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = _gen_ai.GEN_AI_RESPONSE_TIME_TO_FIR
 GEN_AI_TOOL_NAME: Final = _gen_ai.GEN_AI_TOOL_NAME
 GEN_AI_TOOL_CALL_ID: Final = _gen_ai.GEN_AI_TOOL_CALL_ID
 GEN_AI_TOOL_TYPE: Final = _gen_ai.GEN_AI_TOOL_TYPE
+# the whole rendered tool result's length in characters; the model (and the content attribute) see
+# at most MAX_RESULT_CHARS of it (runtime/tools.py)
+TOOL_RESULT_SIZE: Final = "agenttrace.tool.result.size"
+TOOL_RESULT_TRUNCATED: Final = "agenttrace.tool.result.truncated"
 GEN_AI_TOOL_DESCRIPTION: Final = _gen_ai.GEN_AI_TOOL_DESCRIPTION
 GEN_AI_TOKEN_TYPE: Final = _gen_ai.GEN_AI_TOKEN_TYPE
 TOKEN_TYPE_INPUT: Final = _gen_ai.GenAiTokenTypeValues.INPUT.value

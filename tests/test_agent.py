@@ -259,3 +259,16 @@ def test_asyncio_cancellation_stops_the_task():
     asyncio.run(main())
     (attempt,) = [s for s in memory.get_finished_spans() if s.name == "attempt 1"]
     assert attempt.attributes[sc.ATTEMPT_OUTCOME] == "cancelled"
+
+
+def test_a_huge_tool_result_reaches_the_model_capped_and_the_span_keeps_its_size():
+    from agenttrace.runtime.tools import MAX_RESULT_CHARS
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tool = Tool("weather", "w", schema, lambda city: "x" * (MAX_RESULT_CHARS * 3))
+    call = '{"tool": "weather", "arguments": {"city": "Paris"}}'
+    result, spans, _, _ = run([call, '{"answer": "done"}'], tool=tool)
+    (span,) = spans_by_name(spans)["execute_tool weather"]
+    assert span.attributes[sc.TOOL_RESULT_SIZE] == MAX_RESULT_CHARS * 3  # a string renders as itself
+    assert span.attributes[sc.TOOL_RESULT_TRUNCATED] is True
+    assert len(result.steps[0].result) < MAX_RESULT_CHARS + 100

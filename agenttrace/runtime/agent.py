@@ -46,7 +46,7 @@ from agenttrace.runtime.prompt import (
     retry_feedback,
 )
 from agenttrace.runtime.tasks import Task, decision_matches
-from agenttrace.runtime.tools import Tool, render_result, run_tool
+from agenttrace.runtime.tools import Tool, render_tool_result, run_tool
 from agenttrace.runtime.validate import VALIDATOR_NAME, validate_arguments
 from agenttrace.telemetry import Telemetry
 
@@ -278,7 +278,8 @@ class Agent:
         # content (off by default), redacted and capped.
         with tool_span(tool.name, description=tool.description or None, arguments=call.arguments,
                        telemetry=self.telemetry) as t:
-            rendered = render_result(run_tool(tool, call.arguments, self.config.tool_timeout_s))
-            if t is not None:
-                t.result(rendered)
-            return rendered
+            rendered = render_tool_result(run_tool(tool, call.arguments, self.config.tool_timeout_s))
+            if t is not None:  # the model sees a capped result; the span keeps its full size
+                t.span.set_attributes({sc.TOOL_RESULT_SIZE: rendered.chars, sc.TOOL_RESULT_TRUNCATED: rendered.truncated})
+                t.result(rendered.text)
+            return rendered.text
