@@ -24,13 +24,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--service-name", default="agenttrace-serve", help="service.name of the server's spans")
     serve.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    limits = serve.add_argument_group("limits (a request over one is refused with an OpenAI error body)")
+    limits.add_argument(
+        "--max-body-bytes", type=_positive, default=1 << 20, metavar="N",
+        help="largest request body; larger is answered 413 (default 1048576, 1 MiB)",
+    )
+    limits.add_argument(
+        "--max-prompt-tokens", type=_positive, default=None, metavar="N",
+        help="longest prompt, in tokens; longer is answered 400 (default: the model's context, at most 8192)",
+    )
+    limits.add_argument(
+        "--max-tokens-cap", type=_positive, default=4096, metavar="N",
+        help="most completion tokens a request may ask for (max_tokens); more is answered 400 (default 4096)",
+    )
     serve.set_defaults(func=run)
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C before the server was up (a running one stops cleanly)
+        print("agenttrace serve: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     from agenttrace.errors import ModelUnavailable
     from agenttrace.generation.models import load_model
-    from agenttrace.serve.server import ServeOptions, build_engine, serve_forever
+    from agenttrace.serve.server import ServeLimits, ServeOptions, build_engine, serve_forever
     from agenttrace.telemetry import Telemetry
 
     try:
@@ -38,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     except ModelUnavailable as exc:
         print(f"agenttrace serve: {exc}", file=sys.stderr)
         return 2
+    limits = ServeLimits(
+        max_body_bytes=args.max_body_bytes, max_prompt_tokens=args.max_prompt_tokens, max_tokens=args.max_tokens_cap
+    )
     telemetry = Telemetry(
         service_name=args.service_name, trace_file=args.trace_file, otlp_endpoint=args.otlp, run_label="serve"
     )
@@ -48,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         served_name=args.served_model_name,
     )
     try:
-        serve_forever(build_engine(loaded, telemetry, options), args.host, args.port)
+        serve_forever(build_engine(loaded, telemetry, options), args.host, args.port, limits=limits)
+        print("agenttrace serve: stopped", file=sys.stderr)
     except OSError as exc:
         print(f"agenttrace serve: {exc}", file=sys.stderr)
         return 2

@@ -5,8 +5,11 @@
     GET  /health                {"status": "ok"}
 
 Starlette and uvicorn: a small ASGI stack made for this (routing, SSE streaming responses,
-client-disconnect detection), with no framework beyond it. Generation runs on a worker thread;
-a client that disconnects mid-stream cancels its generation at the next round.
+client-disconnect detection), with no framework beyond it. Every request is checked against the
+server's `ServeLimits` before it waits for the model. Generation runs on a worker thread; a
+client that disconnects, mid-stream or while waiting for a whole completion, cancels its
+generation at the next round. Every failure, unknown routes and our own bugs included, is
+answered with an OpenAI error body.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -26,7 +30,9 @@ from starlette.routing import Route
 from agenttrace.errors import GenerationCancelled
 from agenttrace.generation.chat import CancelToken
 from agenttrace.serve.engine import Engine, EngineResult
+from agenttrace.serve.limits import ServeLimits, check_params, check_prompt, parse_body, read_body
 from agenttrace.serve.protocol import (
+    DEFAULT_MAX_TOKENS,
     ChatRequest,
     RequestError,
     chunk_body,
@@ -77,8 +83,9 @@ class _TextStream:
         return final[len(self.sent) :] if final.startswith(self.sent) else ""
 
 
-def create_app(engine: Engine) -> Starlette:
-    """The ASGI app serving `engine`."""
+def create_app(engine: Engine, limits: ServeLimits = ServeLimits()) -> Starlette:
+    """The ASGI app serving `engine` within `limits`."""
+    prompt_limit = limits.prompt_limit(engine.context_length)
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -90,60 +97,103 @@ def create_app(engine: Engine) -> Starlette:
 
     async def chat(request: Request) -> Response:
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return _error(RequestError(f"the request body is not valid JSON: {exc}"))
-        try:
+            body = parse_body(await read_body(request, limits.max_body_bytes), limits.max_json_depth)
             req = ChatRequest.model_validate(body)
             if req.model != engine.model_name:
                 raise RequestError(
                     f"model {req.model!r} is not served here; this server serves {engine.model_name!r}",
                     status=404, param="model", code="model_not_found",
                 )
-            params = request_params(req)
+            params = request_params(req, default_max_tokens=min(DEFAULT_MAX_TOKENS, limits.max_tokens))
+            check_params(params, limits)
             tools = request_tools(req)
             messages = prompt_messages(req, tools)
+            prompt = await anyio.to_thread.run_sync(engine.encode, messages)
+            check_prompt(len(prompt), prompt_limit)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(map(str, first["loc"]))
-            return _error(RequestError(f"invalid request: {where}: {first['msg']}", param=where))
+            said = f"{where}: {first['msg']}" if where else first["msg"]
+            return _error(RequestError(f"invalid request: {said}", param=where or None))
         except RequestError as exc:
             return _error(exc)
 
         cid, call_id = new_ids()
         created = engine.telemetry.clock.now_ns() // 1_000_000_000
         span = engine.begin(request.headers, params, req.stream)
-        if not req.stream:
-            cancel = CancelToken()
-            try:
-                result: EngineResult = await anyio.to_thread.run_sync(
-                    lambda: engine.run(span, messages, params, tools, call_id, cancel=cancel), abandon_on_cancel=False
-                )
-            except BaseException as exc:
-                cancel.cancel()
-                engine.end(span, exc)
-                if isinstance(exc, Exception) and not isinstance(exc, GenerationCancelled):
-                    return _error(RequestError(f"generation failed: {type(exc).__name__}: {exc}", status=500))
-                raise
-            engine.end(span, None)
-            return JSONResponse(completion_body(cid, created, engine.model_name, result.reply))
+        if req.stream:
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            stream = _stream(engine, span, messages, prompt, params, tools, cid, call_id, created, include_usage)
+            return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        cancel = CancelToken()
+        try:
+            result = await _complete(
+                request, cancel, limits.disconnect_poll_s,
+                lambda: engine.run(span, messages, prompt, params, tools, call_id, cancel=cancel),
+            )
+        except BaseException as exc:
+            cancel.cancel()
+            engine.end(span, exc)
+            if isinstance(exc, GenerationCancelled):
+                if engine.closing:
+                    return _error(RequestError("the server is shutting down", status=503, code="server_shutting_down"))
+                # The client is gone: nobody reads this, but the handler ends without an error.
+                return _error(RequestError("the client closed the request", status=499, code="client_closed_request"))
+            if isinstance(exc, Exception):
+                return _error(RequestError(f"generation failed: {type(exc).__name__}: {exc}", status=500))
+            raise
+        engine.end(span, None)
+        return JSONResponse(completion_body(cid, created, engine.model_name, result.reply))
 
-        include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        stream = _stream(engine, span, messages, params, tools, cid, call_id, created, include_usage)
-        return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    async def http_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return JSONResponse(error_body(exc.detail, kind=kind), status_code=exc.status_code, headers=exc.headers)
+
+    async def internal_error(_: Request, exc: Exception) -> Response:
+        # Our bug: answered in the API's shape; Starlette re-raises it for the server's log.
+        return JSONResponse(
+            error_body(f"internal server error: {type(exc).__name__}: {exc}", kind="server_error"), status_code=500
+        )
 
     return Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/chat/completions", chat, methods=["POST"]),
-        ]
+        ],
+        exception_handlers={HTTPException: http_error, Exception: internal_error},
     )
 
 
+async def _complete(request: Request, cancel: CancelToken, poll_s: float, work: Any) -> EngineResult:
+    """`work()` on a worker thread, polling every `poll_s` for the client going away, which sets
+    `cancel` (the worker stops at its next round and the model is free for the next request)."""
+
+    async def watch() -> None:
+        try:
+            while not await request.is_disconnected():
+                await anyio.sleep(poll_s)
+        finally:  # disconnected, or this request is being cancelled: stop generating either way
+            cancel.cancel()
+
+    failure: Exception | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=False)
+        except Exception as exc:  # raised from here, not wrapped in the task group's ExceptionGroup
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
+
+
 async def _stream(
-    engine: Engine, span: Any, messages: Any, params: Any, tools: Any, cid: str, call_id: str, created: int,
-    include_usage: bool,
+    engine: Engine, span: Any, messages: Any, prompt: list[int], params: Any, tools: Any, cid: str, call_id: str,
+    created: int, include_usage: bool,
 ) -> AsyncIterator[str]:
     """SSE events: a role chunk, content deltas as tokens arrive (or, with tools, the decision
     once parsed), the finish chunk, the usage chunk if asked, then `[DONE]`."""
@@ -158,7 +208,7 @@ async def _stream(
 
     def work() -> None:
         try:
-            outcome: Any = engine.run(span, messages, params, tools, call_id, on_tokens=on_tokens, cancel=cancel)
+            outcome: Any = engine.run(span, messages, prompt, params, tools, call_id, on_tokens=on_tokens, cancel=cancel)
         except BaseException as exc:  # handed to the event loop, which ends the span
             outcome = exc
         loop.call_soon_threadsafe(queue.put_nowait, (_DONE, outcome))

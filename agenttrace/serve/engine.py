@@ -10,6 +10,9 @@ Streaming: the generator calls back after prefill and after every round with the
 so text streams as it is produced (a speculation round may deliver several tokens at once). The
 model keeps its prefix cache across requests: a client agent re-sending its system prompt and
 history at every step prefills only what is new.
+
+Stopping: every running request's cancel token is known to the engine, so `shutdown()` stops
+them all within a round (and refuses new ones) when the server is told to stop.
 """
 
 from __future__ import annotations
@@ -64,11 +67,33 @@ class Engine:
     def __init__(self, model: LocalChatModel, telemetry: Telemetry) -> None:
         self.model = model
         self.telemetry = telemetry
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the model and its KV cache: one generation at a time
+        self._encode_lock = threading.Lock()  # the tokenizer, kept out of the model's queue
+        self._running: set[CancelToken] = set()
+        self.closing = False
 
     @property
     def model_name(self) -> str:
         return self.model.model_name
+
+    @property
+    def context_length(self) -> int | None:
+        """The model's positions (`max_position_embeddings`), or None when its config has none."""
+        value = getattr(self.model.model.config, "max_position_embeddings", None)
+        return value if isinstance(value, int) and value > 0 else None
+
+    def encode(self, messages: Sequence[Message]) -> list[int]:
+        """The prompt's token ids. Runs on a worker thread, without waiting for the model, so an
+        over-long prompt is refused while another request generates."""
+        with self._encode_lock:
+            return self.model.encode_chat(messages)
+
+    def shutdown(self) -> None:
+        """Cancel every request in flight (each stops at its next round) and refuse new ones.
+        For a server that is stopping; safe to call from any thread, more than once."""
+        self.closing = True
+        for token in list(self._running):
+            token.cancel()
 
     def begin(self, headers: Mapping[str, str], params: GenerationParams, stream: bool) -> Span:
         """The request's span, started now (so queueing counts), continuing the caller's trace."""
@@ -85,6 +110,7 @@ class Engine:
         self,
         span: Span,
         messages: Sequence[Message],
+        prompt: list[int],
         params: GenerationParams,
         tools: Sequence[Tool],
         call_id: str,
@@ -92,26 +118,29 @@ class Engine:
         on_tokens: TokenSink | None = None,
         cancel: CancelToken | None = None,
     ) -> EngineResult:
-        """Generate (waiting for the model first) and read a tool call when there are tools.
+        """Generate after `prompt` (the ids `encode(messages)` gave), waiting for the model
+        first, and read a tool call when there are tools.
 
-        Runs on a worker thread. Raises GenerationCancelled when `cancel` is set."""
+        Runs on a worker thread. Raises GenerationCancelled when `cancel` is set (or the engine
+        shuts down) before or during generation."""
         tel = self.telemetry
-        queued = tel.clock.now_ns()
-        with self._lock:
-            span.set_attribute(sc.SERVE_QUEUE_S, (tel.clock.now_ns() - queued) / 1e9)
-            if cancel is not None and cancel.cancelled:
-                raise GenerationCancelled("the client went away before generation started")
-            gen = self._generate(messages, params, on_tokens, cancel)
+        cancel = cancel or CancelToken()
+        self._running.add(cancel)
+        try:
+            queued = tel.clock.now_ns()
+            with self._lock:
+                span.set_attribute(sc.SERVE_QUEUE_S, (tel.clock.now_ns() - queued) / 1e9)
+                if self.closing:
+                    raise GenerationCancelled("the server is shutting down")
+                if cancel.cancelled:
+                    raise GenerationCancelled("the client went away before generation started")
+                gen = self.model.complete_ids(prompt, params, cancel=cancel, on_tokens=on_tokens)[0]
+        finally:
+            self._running.discard(cancel)
         tel.guard("recording a generation", record_generation, tel, span, gen, model=self.model_name)
         tel.guard("recording content", record_chat_content, tel, span, messages, gen)
         reply = self._reply(span, gen, tools, call_id)
         return EngineResult(reply, gen, gen.text)
-
-    def _generate(
-        self, messages: Sequence[Message], params: GenerationParams, on_tokens: TokenSink | None, cancel: CancelToken | None
-    ) -> Generation:
-        prompt = self.model.encode_chat(messages)
-        return self.model.complete_ids(prompt, params, cancel=cancel, on_tokens=on_tokens)[0]
 
     def _reply(self, span: Span, gen: Generation, tools: Sequence[Tool], call_id: str) -> ServedReply:
         finish = "length" if gen.finish_reason == "length" else "stop"

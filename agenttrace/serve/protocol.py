@@ -99,9 +99,10 @@ class ChatRequest(_Wire):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: int | None = None
+    # NaN and infinities (Python's json reads NaN, Infinity and 1e999) get "a finite number"
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0, allow_inf_nan=False)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**64 - 1)  # what torch's generator takes
     stop: str | list[str] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -110,14 +111,15 @@ class ChatRequest(_Wire):
     n: int = 1
 
 
-def request_params(req: ChatRequest) -> GenerationParams:
-    """Sampling settings. Temperature defaults to 0 (greedy), not OpenAI's 1: small local models
-    are only useful greedy, and greedy makes speculative decoding exact."""
+def request_params(req: ChatRequest, default_max_tokens: int = DEFAULT_MAX_TOKENS) -> GenerationParams:
+    """Sampling settings; `default_max_tokens` when the request gives no max_tokens. Temperature
+    defaults to 0 (greedy), not OpenAI's 1: small local models are only useful greedy, and greedy
+    makes speculative decoding exact."""
     if req.n != 1:
         raise RequestError("only n=1 is supported", param="n")
     stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
     return GenerationParams(
-        max_tokens=req.max_completion_tokens or req.max_tokens or DEFAULT_MAX_TOKENS,
+        max_tokens=req.max_completion_tokens or req.max_tokens or default_max_tokens,
         temperature=req.temperature if req.temperature is not None else 0.0,
         top_p=req.top_p if req.top_p is not None else 1.0,
         seed=req.seed,

@@ -1,8 +1,13 @@
 """Running the server: an engine over a loaded model, uvicorn on a bound socket, and a
-background-thread server for tests and for embedding in a program."""
+background-thread server for tests and for embedding in a program.
+
+Stopping (Ctrl-C, SIGTERM, `BackgroundServer.stop`): uvicorn stops accepting, the engine cancels
+the generations in flight (each ends at its next round, its client answered 503 or an SSE error)
+and the open connections get `_GRACE_S` to finish before their tasks are cancelled."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
@@ -11,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from agenttrace.serve.app import create_app
 from agenttrace.serve.engine import Engine
+from agenttrace.serve.limits import ServeLimits
 from agenttrace.telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -18,7 +24,9 @@ if TYPE_CHECKING:
 
     from agenttrace.generation.models import LoadedModel
 
-__all__ = ["BackgroundServer", "ServeOptions", "bind", "build_engine"]
+__all__ = ["BackgroundServer", "ServeLimits", "ServeOptions", "bind", "build_engine", "serve_forever"]
+
+_GRACE_S = 5.0  # how long open connections may take to finish once the server is stopping
 
 
 @dataclass(frozen=True)
@@ -61,11 +69,19 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn_server(engine: Engine, log_level: str) -> uvicorn.Server:
+def _uvicorn_server(engine: Engine, limits: ServeLimits, log_level: str) -> uvicorn.Server:
     import uvicorn
 
-    config = uvicorn.Config(create_app(engine), log_level=log_level, access_log=False, lifespan="off")
-    return uvicorn.Server(config)
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            engine.shutdown()  # generations in flight stop within a round, so connections can close
+            await super().shutdown(sockets)
+
+    config = uvicorn.Config(
+        create_app(engine, limits), log_level=log_level, access_log=False, lifespan="off",
+        timeout_graceful_shutdown=_GRACE_S,
+    )
+    return Server(config)
 
 
 class BackgroundServer:
@@ -74,11 +90,14 @@ class BackgroundServer:
     `with BackgroundServer(engine) as server:` ... `server.base_url` ("http://127.0.0.1:PORT/v1").
     """
 
-    def __init__(self, engine: Engine, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
+    def __init__(
+        self, engine: Engine, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning",
+        limits: ServeLimits = ServeLimits(),
+    ) -> None:
         self.engine = engine
         self.sock = bind(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
-        self._server = _uvicorn_server(engine, log_level)
+        self._server = _uvicorn_server(engine, limits, log_level)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self.sock]}, daemon=True, name="agenttrace-serve")
 
     @property
@@ -107,10 +126,24 @@ class BackgroundServer:
         self.stop()
 
 
-def serve_forever(engine: Engine, host: str, port: int, log_level: str = "info") -> None:
-    """Run in the foreground until interrupted; prints the address it listens on."""
+def serve_forever(engine: Engine, host: str, port: int, log_level: str = "info", limits: ServeLimits = ServeLimits()) -> None:
+    """Run in the foreground until Ctrl-C or SIGTERM; prints the address it listens on, and
+    returns (rather than raising KeyboardInterrupt) once it has shut down."""
     sock = bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     print(f"agenttrace serve: {engine.model_name} on http://{shown}:{bound_port}/v1 (Ctrl-C stops)", flush=True)
-    _uvicorn_server(engine, log_level).run(sockets=[sock])
+    # uvicorn shuts down on SIGINT or SIGTERM, then raises the signal again under the handler it
+    # found: SIGINT's raises KeyboardInterrupt, and SIGTERM is given the same one, so that a
+    # terminated server returns here too (and the caller flushes its telemetry) instead of dying.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main else None
+    try:
+        _uvicorn_server(engine, limits, log_level).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+        engine.shutdown()
+        sock.close()
