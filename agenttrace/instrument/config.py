@@ -44,6 +44,7 @@ def configure(
     exporters: Sequence[SpanExporter] = (),
     synchronous: bool = False,
     metrics: bool = False,
+    shutdown_timeout_s: float | None = None,
 ) -> Telemetry:
     """Set the telemetry that wrapped agents record into, and return it.
 
@@ -56,6 +57,11 @@ def configure(
     (`gen_ai.client.operation.duration`, `gen_ai.client.token.usage`), exported where the spans
     go (`<trace_file>.metrics.jsonl`, the OTLP endpoint). Calling it again replaces the previous telemetry,
     which is shut down if `configure` built it and flushed otherwise.
+
+    Exit is bounded: at shutdown (or process exit) the trace file gets every span, and OTLP
+    collectors get at most `shutdown_timeout_s` more (None: AGENTTRACE_SHUTDOWN_TIMEOUT, else
+    3 s); spans they did not get are counted and named in one warning. On SIGTERM the trace file
+    is written before the host program's own SIGTERM handler runs (or the process ends).
     """
     global _current, _owned
     if telemetry is None:
@@ -70,6 +76,7 @@ def configure(
             exporters=exporters,
             synchronous=synchronous,
             metrics=metrics,
+            shutdown_timeout_s=shutdown_timeout_s,
             content=ContentPolicy(enabled=capture_content, redact=tuple(redact), max_chars=max_content_chars),
         )
         owned = True

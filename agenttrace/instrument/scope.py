@@ -1,7 +1,11 @@
 """Scopes: the context managers of the instrumentation API, which are also decorators.
 
 A scope object holds only its arguments; each entry opens a fresh span and handle, so one
-decorated function can run in many threads and tasks at once.
+decorated function can run in many threads and tasks at once. One scope *object* may also be
+entered by many threads or asyncio tasks at once, and re-entered inside itself: each entry is
+kept in the context (thread or task) that entered it, and must be exited there. Exiting a scope in
+a thread or task that did not enter it is a bug in the caller and raises `ScopeError` (with the
+span left open), instead of detaching another task's context and losing its spans.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from contextvars import Token
+from contextvars import ContextVar, Token
 from typing import Any, Generic, TypeVar
 
 from opentelemetry import context as otel_context
@@ -27,9 +31,17 @@ from agenttrace.instrument.frames import (
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.guard import guarded, strict
 
-__all__ = ["Scope"]
+__all__ = ["Scope", "ScopeError"]
 
 H = TypeVar("H")
+# (scope, handle, telemetry, otel token, frame token) for each scope entered and not yet exited in
+# this thread or task, innermost last. Per context, so tasks sharing one scope object do not meet.
+_Entry = tuple["Scope[Any]", Any, "Telemetry | None", "Token[Any] | None", "Token[Frame | None] | None"]
+_entered: ContextVar[tuple[_Entry, ...]] = ContextVar("agenttrace_entered_scopes", default=())
+
+
+class ScopeError(RuntimeError):
+    """A scope was exited in a thread or asyncio task that did not enter it (or exited twice)."""
 
 
 class Scope(Generic[H]):
@@ -42,7 +54,6 @@ class Scope(Generic[H]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._args, self._kwargs = args, kwargs
-        self._entered: list[tuple[H | None, Telemetry | None, Token[Any] | None, Token[Frame | None] | None]] = []
 
     # subclass hooks --------------------------------------------------------------------------
     def _open(self) -> tuple[H, Telemetry, Span, Frame | None]:
@@ -64,15 +75,26 @@ class Scope(Generic[H]):
                 raise
             tel = self._kwargs.get("telemetry") or frame_telemetry(current_frame()) or get_telemetry()
             tel.failures.record(f"opening a {type(self).__name__}", exc)
-            self._entered.append((None, None, None, None))
+            _entered.set((*_entered.get(), (self, None, None, None, None)))
             return self._null()  # type: ignore[return-value]
         otel_token = otel_context.attach(trace.set_span_in_context(span))
         frame_token = push_frame(frame) if frame is not None else None
-        self._entered.append((handle, tel, otel_token, frame_token))
+        _entered.set((*_entered.get(), (self, handle, tel, otel_token, frame_token)))
         return handle
 
+    def _pop(self) -> _Entry:
+        stack = _entered.get()
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i][0] is self:
+                _entered.set(stack[:i] + stack[i + 1 :])
+                return stack[i]
+        raise ScopeError(
+            f"{type(self).__name__} exited in a thread or task that did not enter it (or exited twice): "
+            "enter and exit a scope in the same thread or asyncio task"
+        )
+
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
-        handle, tel, otel_token, frame_token = self._entered.pop()
+        _, handle, tel, otel_token, frame_token = self._pop()
         if frame_token is not None:
             pop_frame(frame_token)
         if otel_token is not None:

@@ -10,17 +10,31 @@ cannot connect is counted and logged while the others (the file above all) still
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 
 from agenttrace.telemetry.guard import FailureCounter
 
-__all__ = ["GuardedExporter", "otlp_exporter", "otlp_metric_exporter", "resolve_otlp_endpoint", "trace_file_exporter"]
+__all__ = [
+    "CountedBatchProcessor",
+    "CountedSimpleProcessor",
+    "GuardedExporter",
+    "otlp_exporter",
+    "otlp_metric_exporter",
+    "resolve_otlp_endpoint",
+    "trace_file_exporter",
+]
 
 # Jaeger's OTLP receivers: 4318 for HTTP/protobuf, 4317 for gRPC.
 DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
@@ -28,16 +42,38 @@ DEFAULT_GRPC_ENDPOINT = "http://localhost:4317"
 
 
 class GuardedExporter(SpanExporter):
-    """Wraps an exporter so that its exceptions and failed exports are counted, never raised."""
+    """Wraps an exporter so that its exceptions and failed exports are counted, never raised.
 
-    def __init__(self, inner: SpanExporter, failures: FailureCounter, name: str) -> None:
+    It also counts the spans handed to its processor (`count_submitted`, called on the thread
+    that ends the span), so that spans the processor's queue dropped, or still held when exit
+    could wait no longer, show as `spans_submitted - spans_exported - spans_failed`. remote: the
+    exporter talks to a collector, so exit does not wait on it past the shutdown bound.
+    """
+
+    def __init__(self, inner: SpanExporter, failures: FailureCounter, name: str, *, remote: bool = False) -> None:
         self.inner = inner
         self.name = name
+        self.remote = remote
         self._failures = failures
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._closed = False
+        self.spans_submitted = 0
         self.spans_exported = 0
         self.spans_failed = 0
 
+    def count_submitted(self) -> None:
+        with self._lock:
+            self.spans_submitted += 1
+
+    @property
+    def spans_undelivered(self) -> int:
+        """Spans that ended but did not reach this exporter's destination (failed or dropped)."""
+        return max(0, self.spans_submitted - self.spans_exported)
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._abandoned:  # exit stopped waiting: the rest of the queue is left, not sent
+            return SpanExportResult.FAILURE
         try:
             result = self.inner.export(spans)
         except Exception as exc:  # the host program must never see an exporter's exception
@@ -52,6 +88,12 @@ class GuardedExporter(SpanExporter):
             self.spans_failed += len(spans)
         return result
 
+    def abandon(self) -> None:
+        """Stop exporting: later batches fail at once, and the inner exporter is shut down on a
+        daemon thread so that its retry backoff (and, for gRPC, the call in flight) is cut short."""
+        self._abandoned = True
+        threading.Thread(target=self.shutdown, name=f"agenttrace-abandon {self.name}", daemon=True).start()
+
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         try:
             return self.inner.force_flush(timeout_millis)
@@ -60,10 +102,42 @@ class GuardedExporter(SpanExporter):
             return False
 
     def shutdown(self) -> None:
+        with self._lock:  # once: the processor and `abandon` may both ask
+            if self._closed:
+                return
+            self._closed = True
         try:
             self.inner.shutdown()
         except Exception as exc:
             self._failures.record(f"shutdown of {self.name}", exc)
+
+
+class _Counted:
+    """Counts each sampled span offered to the processor on its guarded exporter."""
+
+    guarded: GuardedExporter
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.context is not None and span.context.trace_flags.sampled:
+            self.guarded.count_submitted()
+        super().on_end(span)  # type: ignore[misc]
+
+
+class CountedBatchProcessor(_Counted, BatchSpanProcessor):
+    """The SDK's batch processor, counting what it is given. Its queue drops spans when full
+    (the SDK only logs it); the count makes those drops visible in the export summary."""
+
+    def __init__(self, exporter: GuardedExporter, **kwargs: int) -> None:
+        super().__init__(exporter, **kwargs)
+        self.guarded = exporter
+
+
+class CountedSimpleProcessor(_Counted, SimpleSpanProcessor):
+    """The SDK's synchronous processor (each span exported as it ends), counting what it is given."""
+
+    def __init__(self, exporter: GuardedExporter) -> None:
+        super().__init__(exporter)
+        self.guarded = exporter
 
 
 def trace_file_exporter(path: str | os.PathLike[str]) -> SpanExporter:

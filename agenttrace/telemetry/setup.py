@@ -2,31 +2,35 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import socket
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    SimpleSpanProcessor,
-    SpanExporter,
-)
+from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.clock import Clock, default_clock
 from agenttrace.telemetry.content import ContentPolicy
+from agenttrace.telemetry import exit as exit_
+from agenttrace.telemetry.exit import call_within
 from agenttrace.telemetry.exporters import (
+    CountedBatchProcessor,
+    CountedSimpleProcessor,
     GuardedExporter,
     otlp_exporter,
     resolve_otlp_endpoint,
@@ -47,6 +51,9 @@ R = TypeVar("R")
 
 Detail = Literal["default", "fine"]
 INSTRUMENTATION_SCOPE = "agenttrace"
+# Spans the trace file's queue may hold (the SDK default is 2048): a burst of a few thousand
+# spans between two writes must not be dropped from the file, the record that is always complete.
+LOCAL_QUEUE_SIZE = 65_536
 
 
 def _version() -> str:
@@ -60,15 +67,44 @@ def _version() -> str:
 
 @dataclass(frozen=True)
 class ExportSummary:
-    """What each exporter delivered, after `shutdown`."""
+    """What each exporter delivered, after `shutdown`, by exporter name.
+
+    submitted: spans that ended and were handed to the exporter's processor; exported: accepted;
+    failed: in batches the exporter gave up on; the rest of `submitted` was dropped (the SDK
+    queue was full, or still held when exit stopped waiting).
+    """
 
     exported: dict[str, int]
     failed: dict[str, int]
     failures: dict[str, int]
+    submitted: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not self.failures
+
+    def undelivered(self) -> dict[str, int]:
+        """Spans that did not reach each destination, failed and dropped together (nonzero only)."""
+        gaps = {name: n - self.exported.get(name, 0) for name, n in self.submitted.items()}
+        return {name: gap for name, gap in gaps.items() if gap > 0}
+
+    def dropped(self, name: str) -> int:
+        return max(0, self.submitted.get(name, 0) - self.exported.get(name, 0) - self.failed.get(name, 0))
+
+    def undelivered_line(self, trace_file: Path | None = None) -> str | None:
+        """One line naming every span that did not reach its destination, or None if all did."""
+        gaps = self.undelivered()
+        if not gaps:
+            return None
+        parts = [
+            f"{gap:,} of {self.submitted[name]:,} spans did not reach {name} "
+            f"({self.failed.get(name, 0):,} failed to export, {self.dropped(name):,} dropped by the queue or left at exit)"
+            for name, gap in gaps.items()
+        ]
+        where = f"; the trace file {trace_file} holds them" if trace_file is not None and not any(
+            name.startswith("file ") for name in gaps
+        ) else ""
+        return "agenttrace: " + "; ".join(parts) + where
 
 
 class Telemetry:
@@ -86,6 +122,11 @@ class Telemetry:
     metrics: also record the GenAI client metrics (`gen_ai.client.operation.duration`,
     `gen_ai.client.token.usage`; telemetry/metrics.py), exported beside the trace file
     (`<trace>.metrics.jsonl`) and to the OTLP endpoint.
+    shutdown_timeout_s: the most `shutdown` (and so the process's exit) waits for OTLP
+    collectors once the local exporters are done (None: AGENTTRACE_SHUTDOWN_TIMEOUT, else 3 s;
+    telemetry/exit.py); what they did not get by then is counted and named in one warning.
+    flush_on_sigterm: on SIGTERM write ended spans to the trace file first, then run the host
+    program's SIGTERM handler (installed from the main thread only).
     """
 
     def __init__(
@@ -106,6 +147,8 @@ class Telemetry:
         max_attribute_length: int | None = None,
         content: ContentPolicy | None = None,
         metrics: bool = False,
+        shutdown_timeout_s: float | None = None,
+        flush_on_sigterm: bool = True,
     ) -> None:
         self.clock = clock or default_clock()
         self.content = content if content is not None else ContentPolicy()
@@ -115,6 +158,9 @@ class Telemetry:
         self.trace_file = Path(trace_file) if trace_file is not None else None
         self.failures = FailureCounter()
         self.max_attribute_length = max_value_length(max_attribute_length)
+        self.shutdown_timeout_s = exit_.shutdown_timeout_s(shutdown_timeout_s)
+        self._summary: ExportSummary | None = None
+        self._shutdown_lock = threading.Lock()  # a second caller waits for the first's summary
 
         attrs: dict[str, AttributeValue] = {
             sc.SERVICE_NAME: service_name,
@@ -129,14 +175,17 @@ class Telemetry:
         # The SDK would cut long values silently (from the same OTEL_ variables); we cut them at
         # export instead, with a marker (telemetry/limits.py). Other SDK limits stay as they are.
         limits = SpanLimits(max_attribute_length=SpanLimits.UNSET, max_span_attribute_length=SpanLimits.UNSET)
-        self.provider = TracerProvider(resource=Resource.create(attrs), span_limits=limits)
+        # Our own exit hook (below) replaces the SDK's, which would wait for a dead collector.
+        self.provider = TracerProvider(resource=Resource.create(attrs), span_limits=limits, shutdown_on_exit=False)
         self._exporters: list[GuardedExporter] = []
+        self._processors: list[tuple[GuardedExporter, SpanProcessor]] = []
         if self.trace_file is not None:
             self._add(trace_file_exporter(self.trace_file), f"file {self.trace_file}", synchronous)
         endpoint = resolve_otlp_endpoint(otlp_endpoint, otlp_protocol)
         if endpoint is not None:
             url, protocol = endpoint
-            self._add(otlp_exporter(url, protocol, timeout_s=otlp_timeout_s), f"OTLP {protocol} {url}", synchronous)
+            otlp = otlp_exporter(url, protocol, timeout_s=otlp_timeout_s)
+            self._add(otlp, f"OTLP {protocol} {url}", synchronous, remote=True)
         for i, exporter in enumerate(exporters):
             self._add(exporter, f"{type(exporter).__name__}#{i}", synchronous)
         self.meter_provider: MeterProvider | None = None
@@ -148,16 +197,26 @@ class Telemetry:
             )
 
             self.meter_provider = meter_provider(self.provider.resource, metric_exporters(self.trace_file, endpoint, otlp_timeout_s))
+            # its own exit hook would wait on a dead collector unbounded: ours shuts it down instead
+            atexit.unregister(self.meter_provider.shutdown)
             self.provider.add_span_processor(GenAIMetricsProcessor(self.meter_provider, INSTRUMENTATION_SCOPE, _version()))
         self.tracer: Tracer = self.provider.get_tracer(INSTRUMENTATION_SCOPE, _version(), schema_url=sc.SCHEMA_URL)
+        exit_.track(self, sigterm=flush_on_sigterm)
 
-    def _add(self, exporter: SpanExporter, name: str, synchronous: bool) -> None:
+    def _add(self, exporter: SpanExporter, name: str, synchronous: bool, *, remote: bool = False) -> None:
         truncating = TruncatingExporter(exporter, self.max_attribute_length)
-        guarded_exporter = GuardedExporter(truncating, self.failures, name)
+        guarded_exporter = GuardedExporter(truncating, self.failures, name, remote=remote)
         self._exporters.append(guarded_exporter)
         # One processor per exporter: a slow or dead collector never delays the trace file.
-        processor = SimpleSpanProcessor if synchronous else BatchSpanProcessor
-        self.provider.add_span_processor(processor(guarded_exporter))
+        processor: SpanProcessor
+        if synchronous:
+            processor = CountedSimpleProcessor(guarded_exporter)
+        elif remote:
+            processor = CountedBatchProcessor(guarded_exporter)
+        else:
+            processor = CountedBatchProcessor(guarded_exporter, max_queue_size=LOCAL_QUEUE_SIZE)
+        self._processors.append((guarded_exporter, processor))
+        self.provider.add_span_processor(processor)
 
     def span(
         self,
@@ -168,7 +227,7 @@ class Telemetry:
         kind: SpanKind = SpanKind.INTERNAL,
     ) -> AbstractContextManager[Span]:
         """A span that is current inside the block, timed on this telemetry's clock."""
-        return open_span(self.tracer, self.clock, segment, name, attributes, kind=kind)
+        return open_span(self.tracer, self.clock, segment, name, attributes, kind=kind, content=self.content)
 
     def start_span(
         self,
@@ -183,28 +242,95 @@ class Telemetry:
         return start_span(self.tracer, self.clock, segment, name, attributes, kind=kind, parent=parent)
 
     def end_span(self, span: Span, exc: BaseException | None = None) -> None:
-        """End `span` on this telemetry's clock, marked failed (or cancelled) when `exc` is given."""
-        end_span(span, self.clock, exc)
+        """End `span` on this telemetry's clock, marked failed (or cancelled) when `exc` is given;
+        the status message goes through this telemetry's content policy."""
+        end_span(span, self.clock, exc, self.content)
 
     def guard(self, kind: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R | None:
         """Run a recording step; a failure is counted, never raised into the agent."""
         return guarded(self.failures, kind, fn, *args, **kwargs)
 
     def flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.provider.force_flush(timeout_millis)
+        """Export every ended span: the local exporters fully, collectors for at most
+        `timeout_millis` (a batch in flight may go on in the background). True if all finished."""
+        done = self.flush_local()
+        deadline = time.monotonic() + timeout_millis / 1000
+        for exporter, processor in self._processors:
+            if exporter.remote:
+                flushed = call_within(processor.force_flush, deadline - time.monotonic(), f"agenttrace-flush {exporter.name}")
+                done = flushed and done
+        return done
 
-    def shutdown(self) -> ExportSummary:
-        """Flush and close every exporter; returns what each delivered."""
-        self.provider.shutdown()
-        if self.meter_provider is not None:  # after the spans: the last generation's points are in
-            self.guard("shutting the metrics down", self.meter_provider.shutdown)
-        return self.summary()
+    def flush_local(self) -> bool:
+        """Write every ended span to the local exporters (the trace file); collectors are left alone."""
+        ok = True
+        for exporter, processor in self._processors:
+            if not exporter.remote:
+                ok = bool(self.guard(f"flush of {exporter.name}", processor.force_flush)) and ok
+        return ok
+
+    def shutdown(self, timeout_s: float | None = None) -> ExportSummary:
+        """Flush and close every exporter; returns what each delivered (the same summary if called again).
+
+        The local exporters (the trace file) get every ended span, however long the collectors
+        take. The OTLP ones get at most `timeout_s` more (None: `shutdown_timeout_s`); then what
+        they hold is abandoned. Spans that did not reach any exporter are named in one warning.
+        """
+        with self._shutdown_lock:
+            if self._summary is None:
+                self._summary = self._shut(timeout_s)
+            return self._summary
+
+    def _shut(self, timeout_s: float | None) -> ExportSummary:
+        exit_.untrack(self)
+        bound = self.shutdown_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + bound
+        # the trace file first and in full: it is the record a dead collector cannot spoil
+        for exporter, processor in self._processors:
+            if not exporter.remote:
+                self.guard(f"shutdown of {exporter.name}", processor.shutdown)
+        closing = [
+            (exporter, self._closer(exporter, processor)) for exporter, processor in self._processors if exporter.remote
+        ]
+        # Metrics alongside (every point was recorded as its span ended): their file is written
+        # first, then the collector gets what is left of the bound.
+        metrics = None
+        if self.meter_provider is not None:
+            metrics = threading.Thread(
+                target=self.guard, args=("shutting the metrics down", self.meter_provider.shutdown),
+                name="agenttrace-metrics-shutdown", daemon=True,
+            )
+            metrics.start()
+        for exporter, thread in closing:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                exporter.abandon()
+        if metrics is not None:
+            metrics.join(max(0.0, deadline - time.monotonic()))
+        # every batch processor is shut by now (or abandoned): this returns at once
+        self.guard("shutting the tracer provider down", self.provider.shutdown)
+        summary = self.summary()
+        line = summary.undelivered_line(self.trace_file)
+        if line is not None:
+            _log.warning("%s", line)
+        return summary
+
+    def _closer(self, exporter: GuardedExporter, processor: SpanProcessor) -> threading.Thread:
+        thread = threading.Thread(
+            target=self.guard,
+            args=(f"shutdown of {exporter.name}", processor.shutdown),
+            name=f"agenttrace-shutdown {exporter.name}",
+            daemon=True,  # one still waiting on a collector does not hold the process
+        )
+        thread.start()
+        return thread
 
     def summary(self) -> ExportSummary:
         return ExportSummary(
             exported={e.name: e.spans_exported for e in self._exporters},
             failed={e.name: e.spans_failed for e in self._exporters},
             failures=self.failures.counts(),
+            submitted={e.name: e.spans_submitted for e in self._exporters},
         )
 
     def __enter__(self) -> Telemetry:

@@ -6,7 +6,9 @@ exporter encodes them exactly as it encodes live spans and retries transient fai
 refused, 429/502/503/504, gRPC UNAVAILABLE) with exponential backoff until its timeout. We add
 what a command-line replay needs: a quick reachability check so that a collector that is not
 running is reported at once, not after the backoff; a stop at the first batch the endpoint did not
-accept, with the reason the exporter gave; and the count of spans accepted.
+accept, with the reason the exporter gave; a hard bound on each batch (a collector that accepts
+the connection and never answers is reported once the timeout is up, whatever the exporter's own
+timers do); and the count of spans accepted.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from urllib.parse import urlsplit
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from agenttrace.telemetry.exit import call_within
 from agenttrace.telemetry.exporters import otlp_exporter
 
 __all__ = ["DEFAULT_BATCH_SIZE", "ReplayError", "ReplayResult", "replay_spans"]
@@ -32,6 +35,10 @@ __all__ = ["DEFAULT_BATCH_SIZE", "ReplayError", "ReplayResult", "replay_spans"]
 DEFAULT_BATCH_SIZE = 512
 DEFAULT_TIMEOUT_S = 10.0
 _EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp", "opentelemetry.exporter.http")
+# Past its timeout the exporter is given this long to return on its own before the batch is
+# reported as unanswered (its timers are not exact), and this long to close.
+_GRACE_S = 0.5
+_CLOSE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,32 @@ def _batches(spans: Sequence[ReadableSpan], size: int) -> Iterator[Sequence[Read
         yield spans[i : i + size]
 
 
+def _export_within(
+    exporter: SpanExporter, batch: Sequence[ReadableSpan], timeout_s: float, messages: list[str]
+) -> SpanExportResult:
+    """`exporter.export(batch)`, given up (FAILURE, with the reason in `messages`) after `timeout_s`."""
+    outcome: list[SpanExportResult] = []
+
+    def export() -> None:
+        try:
+            outcome.append(exporter.export(batch))
+        except Exception as exc:  # an exporter that raises is reported like one that refuses
+            messages.append(f"{type(exc).__name__}: {exc}")
+            outcome.append(SpanExportResult.FAILURE)
+
+    if not call_within(export, timeout_s, "agenttrace-replay-export"):
+        messages.append(f"no answer within {timeout_s - _GRACE_S:g} s")
+        return SpanExportResult.FAILURE
+    return outcome[0]
+
+
+def _close(exporter: SpanExporter) -> None:
+    try:
+        exporter.shutdown()
+    except Exception:  # closing a connection that failed says nothing new
+        logging.getLogger(__name__).debug("closing the OTLP exporter failed", exc_info=True)
+
+
 def replay_spans(
     spans: Sequence[ReadableSpan],
     endpoint: str,
@@ -151,11 +184,7 @@ def replay_spans(
         with _capture_exporter_logs() as logs:
             for batch in _batches(spans, batch_size):
                 logs.messages.clear()
-                try:
-                    result = exporter.export(batch)
-                except Exception as exc:  # an exporter that raises is reported like one that refuses
-                    logs.messages.append(f"{type(exc).__name__}: {exc}")
-                    result = SpanExportResult.FAILURE
+                result = _export_within(exporter, batch, timeout_s + _GRACE_S, logs.messages)
                 if result is not SpanExportResult.SUCCESS:
                     # the first message names the cause, the last how the exporter gave up
                     said = [m.rstrip(". ") for m in logs.messages[:1] + logs.messages[-1:]]
@@ -172,5 +201,5 @@ def replay_spans(
                 if on_batch is not None:
                     on_batch(sent, len(spans))
     finally:
-        exporter.shutdown()
+        call_within(lambda: _close(exporter), _CLOSE_S, "agenttrace-replay-close")
     return ReplayResult(endpoint, protocol, sent, batches, time.perf_counter() - started)
