@@ -114,3 +114,14 @@ def test_hung_tools_leave_no_thread_or_process_and_return_on_time(warm_pool):
     assert run_tool(Tool("t", "d", SCHEMA, answers), {"x": 3}) == 6  # and the pool still works
     shutdown_workers()
     assert set(multiprocessing.active_children()) <= warm_pool
+
+
+def test_warm_up_starts_the_worker_before_the_first_call():
+    from agenttrace.examples.tools import calculator
+    from agenttrace.runtime.tools import shutdown_workers, warm_up
+
+    shutdown_workers()
+    warm_up([calculator])
+    start = time.perf_counter()
+    assert run_tool(calculator, {"expression": "2+3"}, 10) is not None
+    assert time.perf_counter() - start < 1.0  # the fork server and the import happened in warm_up

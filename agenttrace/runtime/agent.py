@@ -46,7 +46,7 @@ from agenttrace.runtime.prompt import (
     retry_feedback,
 )
 from agenttrace.runtime.tasks import Task, decision_matches
-from agenttrace.runtime.tools import Tool, render_tool_result, run_tool
+from agenttrace.runtime.tools import Tool, render_tool_result, run_tool, warm_up
 from agenttrace.runtime.validate import VALIDATOR_NAME, validate_arguments
 from agenttrace.telemetry import Telemetry
 
@@ -129,6 +129,7 @@ class Agent:
             bind(self.telemetry.clock)
         self.model = traced_model(model, telemetry=self.telemetry)
         self.tools = {t.name: t for t in tools}
+        warm_up(self.tools.values())  # a process-isolated tool's worker starts now, not in the first call
         self.examples = list(examples)
         self.config = config
 

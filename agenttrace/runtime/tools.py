@@ -28,7 +28,7 @@ import multiprocessing
 import pickle
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal
@@ -38,7 +38,7 @@ from jsonschema.exceptions import SchemaError
 
 from agenttrace.errors import ToolError, ToolFailed
 
-__all__ = ["Isolation", "OversizedResult", "RenderedResult", "Tool", "render_result", "render_tool_result",
+__all__ = ["Isolation", "OversizedResult", "RenderedResult", "Tool", "render_result", "render_tool_result", "warm_up",
            "run_tool", "shutdown_workers"]
 
 Isolation = Literal["auto", "process", "thread"]
@@ -328,6 +328,15 @@ class _WorkerPool:
         exc.add_note(f"raised in the tool's worker process:\n{remote_traceback}")
         return _Outcome(error=exc, error_name=name)
 
+    def warm(self, functions: list[Callable[..., Any]]) -> None:
+        """Have an idle worker ready that has imported each function's module."""
+        with self._lock:
+            if not self._idle:
+                self._idle.append(self._start())
+            worker = self._idle[-1]
+        for function in functions:
+            worker.conn.send_bytes(_WARM_UP + _dumps((function, None)))
+
     def shutdown(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
@@ -336,6 +345,18 @@ class _WorkerPool:
 
 
 _POOL = _WorkerPool()
+
+
+def warm_up(tools: Iterable[Tool]) -> None:
+    """Start a worker for the process-isolated `tools` now: the fork server's start and the
+    tools' imports (a second or two the first time) then happen here, at set-up, and not inside
+    the first tool call's span. Nothing happens for tools that run on threads."""
+    functions = [t.function for t in tools if t.runs_in == "process"]
+    if functions:
+        try:
+            _POOL.warm(functions)
+        except OSError:  # the first call starts one, and says why if it cannot
+            logger.warning("could not start a tool worker ahead of time", exc_info=True)
 
 
 def shutdown_workers() -> None:
