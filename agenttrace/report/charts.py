@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from html import escape
 
 from agenttrace.report.model import SEGMENT_FIELDS, Comparison, TaskFigures, WhatIf
+from agenttrace.report.text import html_text as esc
 
 COLORS = {
     "prefill": "#4e79a7", "draft": "#f28e2b", "verify": "#e15759", "generation": "#76b7b2", "parse": "#59a14f",
@@ -20,10 +20,6 @@ COLORS = {
 VERDICT_COLORS = {"gain": "#2e7d32", "regression": "#c62828", "noise": "#757575", "n/a": "#bdbdbd"}
 MAX_DOTS = 2000  # per distribution row; beyond that an evenly spaced subset is drawn
 FONT = 'font-family="system-ui, sans-serif" font-size="11"'
-
-
-def esc(text: object) -> str:
-    return escape(str(text), quote=True)
 
 
 def _ms(seconds: float) -> str:

@@ -1,6 +1,6 @@
 """The report as one self-contained HTML page: inline CSS, inline SVG charts, a few lines of
 script to choose the task of the waterfall; no network resources, so it opens offline and can be
-attached to a ticket. Trace text is escaped everywhere (charts.esc).
+attached to a ticket. Trace text is escaped everywhere (text.html_text).
 
 Sections: summary (per run label), waterfall of one task's spans (choose the task), stacked
 segment bars across steps, latency distributions, speculation what-if, and the comparison view
@@ -10,10 +10,10 @@ segment bars across steps, latency distributions, speculation what-if, and the c
 from __future__ import annotations
 
 from agenttrace.report import charts
-from agenttrace.report.charts import esc
 from agenttrace.report.model import Comparison, Report, TaskFigures
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.text import ms, summary_rows, task_notes
+from agenttrace.report.text import html_text as esc
+from agenttrace.report.text import ms, summary_grid, task_notes
 from agenttrace.report.text import num as _f
 
 _CSS = """
@@ -41,10 +41,9 @@ _SCRIPT = """
 
 def _summary(report: Report) -> str:
     runs = report.by_label if len(report.by_label) > 1 else [report.run]
-    columns = [summary_rows(r) for r in runs]
     head = "".join(f"<th>{esc(r.label or 'value')}</th>" for r in runs)
-    rows = "".join(f"<tr><td>{esc(name)}</td>" + "".join(f"<td>{esc(col[i][1])}</td>" for col in columns) + "</tr>"
-                   for i, (name, _) in enumerate(columns[0]))
+    rows = "".join(f"<tr><td>{esc(name)}</td>" + "".join(f"<td>{esc(v)}</td>" for v in values) + "</tr>"
+                   for name, values in summary_grid(runs))
     return f'<table class="summary"><tr><th>figure</th>{head}</tr>{rows}</table>'
 
 

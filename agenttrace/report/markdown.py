@@ -10,13 +10,9 @@ from agenttrace.report.model import (
     WhatIf,
 )
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.text import ms, segment_header, spec_line, step_label, summary_rows, task_notes
+from agenttrace.report.text import markdown_code, ms, segment_header, spec_line, step_label, summary_grid, task_notes
+from agenttrace.report.text import markdown_text as _cell
 from agenttrace.report.text import num as _f
-
-
-def _cell(text: object) -> str:
-    """Table-safe text: pipes escaped, no newlines, no raw HTML."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _table(header: list[str], rows: list[list[str]], right_from: int = 1) -> list[str]:
@@ -28,8 +24,8 @@ def _table(header: list[str], rows: list[list[str]], right_from: int = 1) -> lis
 
 def _task(task: TaskFigures) -> list[str]:
     cols = [f for f in SEGMENT_FIELDS if getattr(task.segments, f) > 0 or f in task.absent]
-    title = f"### task {task.task_id}" + (f" [{task.run_label}]" if task.run_label else "")
-    lines = [_cell(title), "", _cell(f"{task.outcome}, {task.wall_s:.2f} s"
+    title = f"### task {_cell(task.task_id)}" + (f" [{_cell(task.run_label)}]" if task.run_label else "")
+    lines = [title, "", _cell(f"{task.outcome}, {task.wall_s:.2f} s"
              + (f", time to valid tool call {ms(task.ttvtc_s)} ms" if task.ttvtc_s is not None else "")
              + (f", correct action {ms(task.time_to_correct_action_s)} ms" if task.time_to_correct_action_s is not None else "")
              + (f", {ms(task.overlap_s)} ms in parallel off the critical path" if task.overlap_s > 0 else "")
@@ -44,7 +40,7 @@ def _task(task: TaskFigures) -> list[str]:
     rows.append(["task", task.outcome, str(task.attempts), ms(task.wall_s), ms(task.ttvtc_s),
                  *(seg(task.segments, c) for c in cols), ms(task.retry_s)])
     notes = [f"- {_cell(n)}" for n in task_notes(task)]
-    return [*lines, *_table(header, rows, right_from=2), "", spec_line(task.speculation), *([""] + notes if notes else []), ""]
+    return [*lines, *_table(header, rows, right_from=2), "", _cell(spec_line(task.speculation)), *([""] + notes if notes else []), ""]
 
 
 def _inputs(report: Report) -> list[str]:
@@ -75,7 +71,7 @@ def _whatif(ws: list[WhatIf]) -> list[str]:
 def report_markdown(report: Report, *, tasks: bool = True) -> str:
     """The whole report: per-task step tables (unless `tasks` is False), the run summary (one
     column per run label), the what-if, and the problems met while reading."""
-    out = ["# agenttrace report", "", "Sources: " + ", ".join(f"`{_cell(s)}`" for s in report.sources), ""]
+    out = ["# agenttrace report", "", "Sources: " + ", ".join(markdown_code(s) for s in report.sources), ""]
     if report.inputs:
         out += _inputs(report)
     if not report.tasks:
@@ -85,8 +81,7 @@ def report_markdown(report: Report, *, tasks: bool = True) -> str:
         for t in report.tasks:
             out += _task(t)
     runs = report.by_label if len(report.by_label) > 1 else [report.run]
-    columns = [summary_rows(r) for r in runs]
-    rows = [[name, *(col[i][1] for col in columns)] for i, (name, _) in enumerate(columns[0])]
+    rows = [[name, *values] for name, values in summary_grid(runs)]
     out += ["## Run summary", "", *_table(["figure", *(r.label or "value" for r in runs)], rows, right_from=99), ""]
     if report.whatif:
         out += _whatif(report.whatif)
@@ -103,8 +98,8 @@ def comparison_markdown(c: Comparison) -> str:
         interval = "-" if f.low is None else f"{f.low:.2f} - {f.high:.2f}"
         rows.append([f.figure, fmt(f.median_a), fmt(f.median_b), _f(f.ratio, 2), interval, f"{f.n_a}/{f.n_b}",
                      f"**{f.verdict}**" if f.verdict in ("gain", "regression") else f.verdict])
-    out = [f"# {c.b} vs {c.a}", "",
-           f"Ratio of medians ({c.b} / {c.a}) with a {c.confidence:.0%} bootstrap interval ({c.resamples} resamples, "
+    out = [f"# {_cell(c.b)} vs {_cell(c.a)}", "",
+           f"Ratio of medians ({_cell(c.b)} / {_cell(c.a)}) with a {c.confidence:.0%} bootstrap interval ({c.resamples} resamples, "
            f"seed {c.seed}); an interval containing 1.0 is noise.", "",
            *_table(["figure", f"{c.a} p50", f"{c.b} p50", "ratio", "interval", "n", "verdict"], rows), ""]
     if c.problems:

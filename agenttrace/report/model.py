@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field, computed_field, create_model
 
+from agenttrace.report.jsondoc import JsonDocument
 from agenttrace.semconv import Segment
 
 M = TypeVar("M", bound=BaseModel)
@@ -347,7 +348,7 @@ class InputFigures(BaseModel):
     inferred: list[str] = Field(default_factory=list, description="figures inferred for this input's tasks")
 
 
-class Report(BaseModel):
+class Report(JsonDocument):
     schema_version: int = 1
     sources: list[str]
     problems: list[str]  # lines or spans that could not be used, with file and line
@@ -375,7 +376,7 @@ class FigureComparison(BaseModel):
     verdict: str = Field(description="gain, regression, noise (the interval contains 1.0) or n/a (no ratio)")
 
 
-class Comparison(BaseModel):
+class Comparison(JsonDocument):
     """`agenttrace compare A B`: B against A, figure by figure."""
 
     schema_version: int = 1

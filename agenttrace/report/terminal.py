@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from agenttrace.report.model import (
@@ -15,8 +14,9 @@ from agenttrace.report.model import (
     WhatIf,
 )
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.text import ms, segment_header, spec_line, step_label, summary_rows, task_notes
+from agenttrace.report.text import ms, segment_header, spec_line, step_label, summary_grid, task_notes
 from agenttrace.report.text import num as _num
+from agenttrace.report.text import terminal_text as _t
 
 # Always shown (the issue's list); memory, compaction and delegation only when a task has them.
 _CORE = ("prefill", "draft", "verify", "generation", "parse", "validation", "tool", "network", "other")
@@ -47,7 +47,7 @@ def task_table(task: TaskFigures) -> Table:
     if notes:
         caption += "\n" + "\n".join(notes)
     # trace text is not markup: a run label "[speculative]" must show, not style
-    table = Table(title=escape(title), title_justify="left", caption=escape(caption), caption_justify="left")
+    table = Table(title=_t(title), title_justify="left", caption=_t(caption), caption_justify="left")
     table.add_column("step", justify="right")
     table.add_column("outcome")
     table.add_column("att", justify="right")
@@ -58,12 +58,12 @@ def task_table(task: TaskFigures) -> Table:
     table.add_column("retry", justify="right")
     for s in task.steps:
         table.add_row(
-            step_label(s), s.outcome, str(s.attempts), ms(s.wall_s), ms(s.ttvtc_s),
+            step_label(s), _t(s.outcome), str(s.attempts), ms(s.wall_s), ms(s.ttvtc_s),
             *_seg_cells(s.segments, cols, task.absent), ms(s.retry_s),
         )
     table.add_section()
     table.add_row(
-        "task", task.outcome, str(task.attempts), ms(task.wall_s), ms(task.ttvtc_s),
+        "task", _t(task.outcome), str(task.attempts), ms(task.wall_s), ms(task.ttvtc_s),
         *_seg_cells(task.segments, cols, task.absent), ms(task.retry_s), style="bold",
     )
     return table
@@ -75,10 +75,9 @@ def summary_table(report: Report) -> Table:
     t = Table(title="run summary", title_justify="left", show_header=len(runs) > 1)
     t.add_column("figure")
     for r in runs:
-        t.add_column(r.label or "value")
-    columns = [summary_rows(r) for r in runs]
-    for i, (name, _) in enumerate(columns[0]):
-        t.add_row(name, *(col[i][1] for col in columns))
+        t.add_column(_t(r.label or "value"))
+    for name, values in summary_grid(runs):
+        t.add_row(name, *map(_t, values))
     return t
 
 
@@ -90,7 +89,7 @@ def inputs_table(report: Report) -> Table:
         t.add_column(col, overflow="fold")
     for inp in report.inputs:
         lines = input_lines(inp)
-        t.add_row(*(escape(x) for x in (lines.source, "\n".join(lines.recognised) or "-", "\n".join(lines.left_out) or "-",
+        t.add_row(*(_t(x) for x in (lines.source, "\n".join(lines.recognised) or "-", "\n".join(lines.left_out) or "-",
                                        lines.inferred or "-")))
     return t
 
@@ -103,7 +102,7 @@ def whatif_table(whatifs: list[WhatIf]) -> Table:
         t.add_column(col, justify="right" if col not in ("run", "drafter") else "left")
     for w in whatifs:
         t.add_row(
-            w.label or "-", w.method, _num(w.alpha, 3), _num(w.c, 4), str(w.actual_k or "-"), _num(w.speedup_at_actual_k, 2),
+            _t(w.label or "-"), _t(w.method), _num(w.alpha, 3), _num(w.c, 4), str(w.actual_k or "-"), _num(w.speedup_at_actual_k, 2),
             str(w.best_k or "-"), _num(w.best_speedup, 2), _num(w.best_over_actual, 2), _num(w.predicted_speedup, 2),
             _num(w.measured_speedup, 2) + (" est." if w.measured_is_estimate else ""),
         )
@@ -112,24 +111,24 @@ def whatif_table(whatifs: list[WhatIf]) -> Table:
 
 def comparison_table(c: Comparison) -> Table:
     """Figure by figure: medians of A and B, ratio B/A with its interval, verdict."""
-    t = Table(title=f"{c.b} vs {c.a}: ratio of medians with a {c.confidence:.0%} bootstrap interval "
+    t = Table(title=f"{_t(c.b)} vs {_t(c.a)}: ratio of medians with a {c.confidence:.0%} bootstrap interval "
                     f"({c.resamples} resamples, seed {c.seed})", title_justify="left")
-    for col in ("figure", f"{c.a} p50", f"{c.b} p50", "ratio", "interval", "n", "verdict"):
+    for col in ("figure", f"{_t(c.a)} p50", f"{_t(c.b)} p50", "ratio", "interval", "n", "verdict"):
         t.add_column(col, justify="left" if col in ("figure", "verdict") else "right")
     styles = {"gain": "green", "regression": "red", "noise": "dim"}
     for f in c.figures:
         fmt = ms if f.unit == "s" else (lambda x: _num(x, 3))
         unit = " ms" if f.unit == "s" else f" {f.unit}"
         interval = "-" if f.low is None else f"{f.low:.2f}-{f.high:.2f}"
-        t.add_row(f.figure, fmt(f.median_a) + unit, fmt(f.median_b) + unit, _num(f.ratio, 2), interval,
-                  f"{f.n_a}/{f.n_b}", f.verdict, style=styles.get(f.verdict))
+        t.add_row(_t(f.figure), fmt(f.median_a) + unit, fmt(f.median_b) + unit, _num(f.ratio, 2), interval,
+                  f"{f.n_a}/{f.n_b}", _t(f.verdict), style=styles.get(f.verdict))
     return t
 
 
 def render_comparison(c: Comparison, console: Console | None = None) -> None:
     console = console or make_console()
     for problem in c.problems:
-        console.print(f"[yellow]warning:[/] {problem}", highlight=False)
+        console.print(f"[yellow]warning:[/] {_t(problem)}", highlight=False)
     console.print(comparison_table(c))
 
 
@@ -145,11 +144,11 @@ def render_report(report: Report, console: Console | None = None, *, tasks: bool
     """Print one table per task (times in ms) and the run summary."""
     console = console or make_console()
     for problem in report.problems:
-        console.print(f"[yellow]warning:[/] {problem}", highlight=False)
+        console.print(f"[yellow]warning:[/] {_t(problem)}", highlight=False)
     if report.inputs:
         console.print(inputs_table(report))
     if not report.tasks:
-        console.print(no_tasks_message(report), highlight=False)
+        console.print(_t(no_tasks_message(report)), highlight=False)
         return
     if tasks:
         for task in report.tasks:

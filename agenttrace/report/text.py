@@ -1,13 +1,78 @@
 """The report's figures as short text, shared by the terminal, Markdown and HTML renderings: times
 in milliseconds, rates, distributions, the speculation line, the notes on inferred and absent
 figures and the run summary's rows. Each figure is worded here once, whichever rendering shows it.
+
+Text from a trace (task ids, run labels, span, tool and agent names, problems, sources) is data,
+never markup: each rendering quotes it with its one helper here (`terminal_text`, `markdown_text`
+and `markdown_code`, `html_text`), and `no_surrogates` makes any of it encodable.
 """
 
 from __future__ import annotations
 
-from agenttrace.report.model import SEGMENT_FIELDS, Distribution, RunFigures, SpecFigures, StepFigures, TaskFigures
+import html
 
-__all__ = ["dist", "ms", "num", "pct", "segment_header", "spec_line", "step_label", "summary_rows", "task_notes"]
+# A lone surrogate (valid JSON, no UTF-8) becomes U+FFFD: one definition, with the JSON writer's.
+from agenttrace.report.jsondoc import SURROGATES as _SURROGATES
+from agenttrace.report.jsondoc import no_surrogates
+from agenttrace.report.model import (
+    SEGMENT_FIELDS,
+    Distribution,
+    RunFigures,
+    SpecFigures,
+    StepFigures,
+    TaskFigures,
+)
+
+__all__ = [
+    "dist", "html_text", "markdown_code", "markdown_text", "ms", "no_surrogates", "num", "pct", "segment_header",
+    "spec_line", "step_label", "summary_grid", "summary_rows", "task_notes", "terminal_text",
+]
+
+
+# Characters a terminal acts on rather than shows: C0 controls but tab and newline (ESC starts ANSI
+# and OSC sequences, BEL ends OSC, CR overwrites the line), DEL, C1 controls (0x9b is a one-byte
+# CSI) and the bidirectional overrides that reorder what is shown. Written as their escapes.
+_VISIBLE = {
+    **_SURROGATES,
+    **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)},
+    **{c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+}
+# Markdown: one line, pipes and backslashes escaped for tables, no raw HTML or entities, no link
+# or code syntax; `_` and `*` stay (intraword `_` is not emphasis, names like tool_call are common).
+_MARKDOWN = {
+    **_VISIBLE, 0x0A: " ", 0x0D: " ",
+    **{ord(c): "\\" + c for c in "\\|`[]"}, ord("<"): "&lt;", ord(">"): "&gt;", ord("&"): "&amp;",
+}
+
+
+def terminal_text(text: object) -> str:
+    """Trace text for a rich console: control and escape sequences shown as `\\x1b`, rich markup
+    (`[/]`, `[bold]`) escaped so it prints as written."""
+    from rich.markup import escape
+
+    return escape(str(text).translate(_VISIBLE))
+
+
+def markdown_text(text: object) -> str:
+    """Trace text for a Markdown paragraph or table cell: shown as written, never as markup."""
+    return str(text).translate(_MARKDOWN)
+
+
+def markdown_code(text: object) -> str:
+    """Trace text as a Markdown code span: a fence longer than any run of backticks in it."""
+    s = str(text).translate({**_VISIBLE, 0x0A: " ", 0x0D: " "})
+    run = longest = 0
+    for c in s:
+        run = run + 1 if c == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def html_text(text: object) -> str:
+    """Trace text for HTML, in an element or a quoted attribute."""
+    return html.escape(str(text).translate(_VISIBLE), quote=True)
 
 # Shorter column headers for the segments whose name would widen a table column.
 _HEADERS = {"generation": "gen rest", "validation": "valid", "network": "net", "compaction": "compact",
@@ -114,3 +179,11 @@ def summary_rows(r: RunFigures) -> list[tuple[str, str]]:
     if r.overlap_s > 0:
         rows.append(("in parallel, off the critical path", f"{r.overlap_s:.2f} s"))
     return rows
+
+
+def summary_grid(runs: list[RunFigures]) -> list[tuple[str, list[str]]]:
+    """The summary of several runs side by side: each figure any run has, in order, with one value
+    per run (`-` where a run lacks the figure, e.g. no parallel time)."""
+    columns = [dict(summary_rows(r)) for r in runs]
+    names = list(dict.fromkeys(name for col in columns for name in col))
+    return [(name, [col.get(name, "-") for col in columns]) for name in names]

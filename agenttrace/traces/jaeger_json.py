@@ -21,6 +21,9 @@ entry per trace id. The mapping follows Jaeger's OTLP translator (opentelemetry-
 - references: the parent as CHILD_OF first, then each link as FOLLOWS_FROM (CHILD_OF when the
   link says `opentracing.ref_type=child_of`; a link to the parent itself retypes that reference)
 - `flags` 1 when the span's W3C sampled bit was recorded, omitted otherwise
+- text: a lone UTF-16 surrogate (valid in OTLP/JSON, `"\\ud800"`, but not UTF-8) becomes U+FFFD, as
+  Go's encoding/json writes invalid UTF-8; a span name that is not a string (null, a number in a
+  hand-written file) becomes its text, null the empty name protobuf would give
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ __all__ = [
 ]
 
 _JS_MAX_SAFE_INTEGER = 2**53 - 1
+_SURROGATES = {c: "\ufffd" for c in range(0xD800, 0xE000)}
 
 ValueType = Literal["string", "bool", "int64", "float64", "binary"]
 
@@ -115,6 +119,12 @@ class JaegerResponse(BaseModel):
     errors: list[Any] | None = None
 
 
+def _text(value: Any) -> str:
+    """`value` as text that encodes to UTF-8 (None: empty)."""
+    s = "" if value is None else str(value)
+    return s if s.isascii() else s.translate(_SURROGATES)
+
+
 def trace_id_hex(trace_id: int) -> str:
     return f"{trace_id:016x}" if trace_id >> 64 == 0 else f"{trace_id:032x}"
 
@@ -147,7 +157,7 @@ def _go_json(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         return json.dumps(base64.b64encode(value).decode())
     if isinstance(value, str):
-        text = json.dumps(value, ensure_ascii=False)
+        text = json.dumps(_text(value), ensure_ascii=False)
         for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
                              ("\u2029", "\\u2029")):
             text = text.replace(char, escape)
@@ -161,6 +171,7 @@ def _go_json(value: Any) -> str:
 
 def tag(key: str, value: Any) -> JaegerKeyValue:
     """One attribute as a Jaeger tag, typed as the translator types it."""
+    key = _text(key)
     if isinstance(value, bool):
         return JaegerKeyValue(key=key, type="bool", value=value)
     if isinstance(value, int):
@@ -171,7 +182,7 @@ def tag(key: str, value: Any) -> JaegerKeyValue:
     if isinstance(value, (bytes, bytearray)):
         return JaegerKeyValue(key=key, type="binary", value=base64.b64encode(value).decode())
     if isinstance(value, str):
-        return JaegerKeyValue(key=key, type="string", value=value)
+        return JaegerKeyValue(key=key, type="string", value=_text(value))
     if value is None:  # an empty OTLP value
         return JaegerKeyValue(key=key, type="string", value="")
     return JaegerKeyValue(key=key, type="string", value=_go_json(value))
@@ -228,7 +239,7 @@ def _references(span: ReadableSpan, trace_id: str) -> list[JaegerReference]:
 def _process(resource_attributes: Mapping[str, Any]) -> JaegerProcess:
     service = resource_attributes.get(sc.SERVICE_NAME)
     tags = [tag(k, v) for k, v in resource_attributes.items() if k != sc.SERVICE_NAME]
-    return JaegerProcess(serviceName=str(service) if service is not None else sc.JAEGER_NO_SERVICE_NAME, tags=tags)
+    return JaegerProcess(serviceName=_text(service) if service is not None else sc.JAEGER_NO_SERVICE_NAME, tags=tags)
 
 
 def _span(span: ReadableSpan, process_id: str) -> JaegerSpan:
@@ -240,7 +251,7 @@ def _span(span: ReadableSpan, process_id: str) -> JaegerSpan:
         traceID=trace_id,
         spanID=span_id_hex(context.span_id),
         flags=1 if context.trace_flags.sampled else 0,
-        operationName=span.name,
+        operationName=_text(span.name),
         references=_references(span, trace_id),
         startTime=start // 1000,
         duration=max(0, end - start) // 1000,
