@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import http.server
 import json
+import statistics
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -104,7 +105,8 @@ def _echo(text: str) -> dict:
     return {"text": text}
 
 
-ECHO = Tool(name="echo", description="Returns its text.", function=_echo,
+# On a thread: a worker process per call would add its own cost to every arm and hide tracing's.
+ECHO = Tool(name="echo", description="Returns its text.", function=_echo, isolation="thread",
             parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"],
                         "additionalProperties": False})
 
@@ -141,6 +143,11 @@ def measure(make_agent: Callable[[Telemetry], Agent], tasks: Sequence[Task], arm
     try:
         with TemporaryDirectory() as tmp:
             folder = Path(tmp)
+            # Untimed, once: imports, the prefix cache's first fill and the allocator's growth must
+            # not fall on whichever arm runs first.
+            warm = _Off(clock=clock)
+            for task in tasks:
+                make_agent(warm).run(task)
             for r in range(repeats):
                 order = list(arms[r % len(arms):]) + list(arms[: r % len(arms)])
                 for arm in order:
@@ -175,9 +182,10 @@ def rows(runs: dict[str, ArmRuns], *, step_s: float | None = None, spans_per_ste
     for arm, r in runs.items():
         if arm == "off":
             continue
-        ratio = bootstrap_paired_ratio(list(zip(off, r.task_s, strict=True)))
+        pairs = list(zip(off, r.task_s, strict=True))
+        ratio = bootstrap_paired_ratio(pairs)
         per_task = r.spans / len(r.task_s) if r.task_s else 0
-        extra_s = (ratio.median_b or 0.0) - (ratio.median_a or 0.0)
+        extra_s = statistics.median(b - a for a, b in pairs) if pairs else 0.0  # paired, as the ratio
         us = extra_s / per_task * 1e6 if per_task else None
         sps = (spans_per_step or {}).get(arm) or (r.spans / r.steps if r.steps else None)
         share = us * 1e-6 * sps / step_s if us is not None and sps and step_s else None
