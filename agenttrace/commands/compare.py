@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agenttrace.commands.options import jaeger_query
-    from agenttrace.commands.report import write_output
+    from agenttrace.commands.report import nothing_usable, write_output
     from agenttrace.report.build import report_from_load
     from agenttrace.report.compare import compare_labels, compare_reports
     from agenttrace.traces.load import InputError, load_inputs
@@ -41,11 +41,14 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"{args.a!r} and {args.b!r} are not both files or folders; to compare run labels, "
                                  "name the traces with --in PATH... (or --jaeger URL --service NAME)")
             loaded, sources = load_inputs(args.inputs, query)
+            _usable(nothing_usable(loaded, sources))
             report = report_from_load(loaded, sources, waterfalls=waterfalls)
             comparison = compare_labels(report, args.a, args.b, **opts)
         else:
             la, sa = load_inputs([args.a])
             lb, sb = load_inputs([args.b])
+            _usable(nothing_usable(la, sa))
+            _usable(nothing_usable(lb, sb))
             ra, rb = report_from_load(la, sa), report_from_load(lb, sb)
             comparison = compare_reports(ra, rb, a_name=_name(args.a, ra), b_name=_name(args.b, rb), **opts)
             report = None
@@ -70,6 +73,14 @@ def run(args: argparse.Namespace) -> int:
 
         render_comparison(comparison, make_console())
     return 0
+
+
+def _usable(reason: str | None) -> None:
+    """Raise InputError (exit 2) when an input gave no span at all."""
+    from agenttrace.traces.load import InputError
+
+    if reason is not None:
+        raise InputError(reason)
 
 
 def _name(path: str, report) -> str:

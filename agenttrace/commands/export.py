@@ -1,8 +1,8 @@
 """`agenttrace export`: replay trace files to an OTLP collector or Jaeger, or write Jaeger JSON.
 
-Exit status: 0 when everything was read and delivered; 1 when the endpoint was unreachable or
-refused a batch, or when some lines of the input could not be read (the rest was still sent or
-written); 2 for a usage error. No torch on this path.
+Exit status: 0 when what could be read was delivered (lines that could not be read are listed
+on stderr, as `report` does); 1 when the endpoint was unreachable or refused a batch; 2 for a
+usage error or inputs with no span at all. No torch on this path.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"agenttrace export: skipped {problem}", file=sys.stderr)
     if not recorded.spans:
         print(f"agenttrace export: no spans in {', '.join(args.paths)}; nothing to export", file=sys.stderr)
-        return 1
-    status = 1 if recorded.problems else 0
+        return 2
+    status = 0  # partial inputs: what was read goes out, the rest is listed above
     # stdout carries the JSON when OUT is '-': the summaries go to stderr then
     say = sys.stderr if args.jaeger_json == "-" else sys.stdout
     what = f"{len(recorded.spans)} spans ({len(recorded.trace_ids)} traces) from {len(recorded.files)} file(s)"

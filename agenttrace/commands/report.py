@@ -33,6 +33,16 @@ def write_output(text: str, output: str | None) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+def nothing_usable(loaded, sources: list[str]) -> str | None:
+    """The one-line reason when the inputs gave no span at all (exit 2), else None: a file of
+    random bytes is an error, not an empty report."""
+    if loaded.spans:
+        return None
+    why = loaded.problems[0] if loaded.problems else "no spans in them"
+    more = f" (and {len(loaded.problems) - 1} more problems)" if len(loaded.problems) > 1 else ""
+    return f"nothing to report from {', '.join(sources)}: {why}{more}"
+
+
 def run(args: argparse.Namespace) -> int:
     import json
 
@@ -48,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
         loaded, sources = load_inputs(args.paths, jaeger_query(args))
     except InputError as exc:
         print(f"agenttrace report: {exc}", file=sys.stderr)
+        return 2
+    empty = nothing_usable(loaded, sources)
+    if empty is not None:
+        print(f"agenttrace report: {empty}", file=sys.stderr)
         return 2
     waterfalls = args.waterfalls if args.format == "html" else 0
     report = report_from_load(loaded, sources, waterfalls=waterfalls)

@@ -149,6 +149,8 @@ def step_figures(tree: SpanTree, step: SpanRecord, task_start: int, memo: dict[i
                  acceptance: list[tuple[str, AcceptanceStats]], parent: SpanRecord | None = None) -> tuple[StepFigures, _StepScan]:
     """A step's figures (and the raw decision moments, for the task's figures)."""
     memo = _step_breakdown(tree, step, memo, parent)
+    if id(step) not in memo:  # a step entirely outside its agent span: its own interval
+        memo = breakdowns(tree, step)
     b = memo[id(step)]
     index = int(step.attributes.get(sc.STEP_INDEX) or 0)
     scan = _scan_step(tree, step, index, task_start, acceptance)

@@ -45,10 +45,12 @@ class SpanTree:
         self.problems: list[str] = []
         counts: dict[str, int] = defaultdict(int)
         dupes: list[str] = []
+        renamed: dict[tuple[str, str], int] = {}  # the last suffix given per id: renaming stays linear
         for s in spans:
             key = (s.trace_id, s.span_id)
             if key in self.by_id:
-                n = self._next_free(s)
+                n = self._next_free(s, renamed.get(key, 0) + 1)
+                renamed[key] = n
                 dupes.append(f"{s.source}: span id {s.span_id} appears twice in trace {s.trace_id}; "
                              f"this one ({s.name!r}) is analysed as {s.span_id}_{n}")
                 s.span_id = f"{s.span_id}_{n}"
@@ -56,7 +58,7 @@ class SpanTree:
             self.by_id[key] = s
         for s in self.by_id.values():
             parent = self.by_id.get((s.trace_id, s.parent_id)) if s.parent_id else None
-            if parent is not None:
+            if parent is not None and parent is not s:  # a self-parent would hide its subtree
                 self.children[(s.trace_id, s.parent_id)].append(s)  # type: ignore[index]
             else:
                 self.roots.append(s)
@@ -68,8 +70,7 @@ class SpanTree:
         self.roots.sort(key=_start)
         self._report(dupes, counts)
 
-    def _next_free(self, s: SpanRecord) -> int:
-        n = 1
+    def _next_free(self, s: SpanRecord, n: int) -> int:
         while (s.trace_id, f"{s.span_id}_{n}") in self.by_id:
             n += 1
         return n

@@ -109,7 +109,7 @@ def _span(s: dict[str, Any], resources: dict[str, dict[str, Any]], source: str) 
         trace_id=trace_id,
         span_id=str(s["spanID"]).lower(),
         parent_id=parent,
-        name=sys.intern(str(s.get("operationName", ""))),
+        name=sys.intern(str(s.get("operationName") or "")),
         kind=kind,
         start_ns=start,
         end_ns=start + _us_to_ns(s.get("duration")),
@@ -133,7 +133,13 @@ def _trace_spans(trace: dict[str, Any], source: str, problems: list[str]) -> lis
         problems.append(f"{source}: Jaeger warning on trace {trace_id}: {w}")
     spans = []
     for s in trace.get("spans") or ():
-        span = _span(s, resources, source)
+        try:
+            span = _span(s, resources, source)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            sid = s.get("spanID", "?") if isinstance(s, dict) else "?"
+            problems.append(f"{source}: span {str(sid)[:40]} of trace {str(trace_id)[:40]}: unreadable "
+                            f"({type(exc).__name__}: {str(exc)[:200]}); span skipped")
+            continue
         for w in s.get("warnings") or ():
             problems.append(f"{source}: Jaeger warning on span {span.span_id} ({span.name!r}): {w}")
         spans.append(span)
@@ -207,10 +213,12 @@ def query_jaeger(query: JaegerQuery) -> LoadResult:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return LoadResult([], [f"{url}: cannot reach Jaeger ({reason}); is the query service running there? no traces read"])
+    from agenttrace.traces.load import parse_json  # load imports this module
+
     try:
-        doc = json.loads(body)
+        doc = parse_json(body)
         spans = spans_from_jaeger(doc, url, problems)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         return LoadResult([], [f"{url}: not a Jaeger /api/traces answer ({type(exc).__name__}: {exc}); no traces read"])
     if not spans:
         problems.append(f"{url}: Jaeger returned no traces for service {query.service!r} in the last {query.lookback}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,9 @@ from agenttrace.traces.otlp_json import (
     is_otlp_request,
     spans_from_request,
 )
-from agenttrace.traces.records import LoadResult, SpanRecord
+from agenttrace.traces.records import LoadResult, SpanRecord, break_cycles, checked
 
-__all__ = ["InputError", "iter_trace_files", "load_inputs", "load_spans", "spans_from_document"]
+__all__ = ["InputError", "iter_trace_files", "load_inputs", "load_spans", "parse_json", "spans_from_document"]
 
 # Problems kept per file before the rest are only counted (a broken 1 GB file must not produce a
 # 1 GB report).
@@ -48,12 +49,72 @@ def spans_from_document(doc: Any, source: str, problems: list[str]) -> list[Span
     """The spans of one parsed JSON document: an OTLP request, or Jaeger JSON (a trace, a list of
     traces, or a query-API response). Raises ValueError for anything else."""
     if is_otlp_request(doc):
-        return list(spans_from_request(doc, source))  # all of a line, or none
+        return list(spans_from_request(doc, source, problems))  # all of a line, or none
     if isinstance(doc, dict) and any(k in doc for k in OTHER_SIGNALS):
         return []  # OTLP metrics or logs (e.g. the GenAI metrics written beside a trace): no spans
     if is_jaeger_document(doc):
         return spans_from_jaeger(doc, source, problems)
     raise ValueError("neither an OTLP ExportTraceServiceRequest nor Jaeger JSON")
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JSONError(ValueError):
+    """Text that is not JSON we can hold; the message says why (for a problem line)."""
+
+
+def parse_json(text: str | bytes) -> Any:
+    """One JSON document, with text that no encoder can write back (a lone UTF-16 surrogate,
+    which JSON's `\\ud800` escape can express) replaced by U+FFFD: everything downstream may then
+    treat text as text. Raises JSONError for anything that is not JSON, nested deeper than the
+    JSON parser goes, or a number too long to read."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise JSONError(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise JSONError("not readable JSON (nested deeper than the JSON parser allows)") from exc
+    except ValueError as exc:  # an integer of over 4300 digits
+        raise JSONError(f"not readable JSON ({exc})") from exc
+    if "\\u" not in text or not _SURROGATE_ESCAPE.search(text):
+        return doc  # the common case: one substring search, no walk
+    return _without_surrogates(doc)
+
+
+def _without_surrogates(doc: Any) -> Any:
+    """`doc` with lone surrogates replaced in every string (keys too); iterative, for depth."""
+    fix = _fix_text
+    if isinstance(doc, str):
+        return fix(doc)
+    if not isinstance(doc, (dict, list)):
+        return doc
+    root = doc
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            for i, v in enumerate(node):
+                if isinstance(v, str):
+                    node[i] = fix(v)
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+        else:
+            for k in [k for k in node if _SURROGATE.search(k)]:
+                node[fix(k)] = node.pop(k)
+            for k, v in node.items():
+                if isinstance(v, str):
+                    node[k] = fix(v)
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+    return root
+
+
+def _fix_text(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text) if not text.isascii() else text
 
 
 def _documents(path: Path) -> Iterator[tuple[int, Any, str | None]]:
@@ -65,15 +126,15 @@ def _documents(path: Path) -> Iterator[tuple[int, Any, str | None]]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
+                obj = parse_json(line)
+            except JSONError as exc:
                 if first and path.stat().st_size <= MAX_WHOLE_FILE_BYTES:
                     whole = _whole(path)
                     if whole is not None:
                         yield 1, whole, None
                         return
                 first = False
-                yield n, None, f"not valid JSON ({exc.msg} at column {exc.colno}); line skipped"
+                yield n, None, f"{exc}; line skipped"
                 continue
             first = False
             yield n, obj, None
@@ -81,8 +142,8 @@ def _documents(path: Path) -> Iterator[tuple[int, Any, str | None]]:
 
 def _whole(path: Path) -> Any:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except json.JSONDecodeError:
+        doc = parse_json(path.read_text(encoding="utf-8", errors="replace"))
+    except JSONError:
         return None
     return doc if isinstance(doc, (dict, list)) else None
 
@@ -102,19 +163,28 @@ def load_file(path: Path, spans: list[SpanRecord], problems: list[str]) -> None:
         problems.append(f"{path}: no such file")
         return
     kept = len(problems)
+    read: list[SpanRecord] = []
     for n, doc, problem in _documents(path):
         where = f"{path}:{n}"
         if doc is None:
             problems.append(f"{where}: {problem}")
             continue
         try:
-            spans.extend(spans_from_document(doc, where, problems))
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            problems.append(f"{where}: malformed span data ({type(exc).__name__}: {exc}); line skipped")
+            read.extend(spans_from_document(doc, where, problems))
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+            problems.append(f"{where}: malformed span data ({type(exc).__name__}: {_short(exc)}); line skipped")
+    read = checked(read, problems)
+    break_cycles(read, problems)
+    spans.extend(read)
     if len(problems) - kept > MAX_PROBLEMS_PER_FILE:
         extra = len(problems) - kept - MAX_PROBLEMS_PER_FILE
         del problems[kept + MAX_PROBLEMS_PER_FILE :]
         problems.append(f"{path}: {extra} more problems like those above (not listed)")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def load_spans(paths: Iterable[str | os.PathLike[str]]) -> LoadResult:
@@ -139,7 +209,9 @@ def load_inputs(paths: list[str], query: JaegerQuery | None = None) -> tuple[Loa
     sources = list(paths)
     if query is not None:
         remote = query_jaeger(query)
-        loaded.spans.extend(remote.spans)
+        spans = checked(remote.spans, remote.problems)
+        break_cycles(spans, remote.problems)
+        loaded.spans.extend(spans)
         loaded.problems.extend(remote.problems)
         sources.append(query.request_url())
     return loaded, sources

@@ -37,8 +37,9 @@ from opentelemetry.trace import (
 )
 
 from agenttrace.telemetry.readable import SpanCopy
-from agenttrace.traces.load import iter_trace_files
-from agenttrace.traces.otlp_json import decode_attributes
+from agenttrace.traces.load import JSONError, iter_trace_files, parse_json
+from agenttrace.traces.otlp_json import MAX_DEPTH, decode_attributes
+from agenttrace.traces.records import MAX_TIME_NS
 
 __all__ = ["RecordedSpan", "RecordedSpans", "read_spans", "spans_from_request"]
 
@@ -104,7 +105,11 @@ def _get(obj: Mapping[str, Any], camel: str, snake: str, default: Any = None) ->
 
 
 def _int(value: Any) -> int:
-    return 0 if value is None or value == "" else int(value)
+    """A count or flags field: a non-negative integer below 2^63 (ValueError otherwise)."""
+    number = 0 if value is None or value == "" else int(value)
+    if not 0 <= number <= MAX_TIME_NS:
+        raise ValueError(f"{str(value)[:30]} is not a count, time or flags value (0 to 2^63)")
+    return number
 
 
 def _id(value: Any, size: int, what: str) -> int:
@@ -124,6 +129,10 @@ def _id(value: Any, size: int, what: str) -> int:
     if len(raw) != size:
         raise ValueError(f"{what} {text!r} is not {size} bytes of hex")
     return int.from_bytes(raw, "big")
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
 
 
 def _kind(value: Any) -> SpanKind:
@@ -151,7 +160,8 @@ def _trace_state(value: Any) -> TraceState | None:
     return TraceState.from_header([value]) if value else None
 
 
-def _span(s: Mapping[str, Any], resource: Resource, scope: InstrumentationScope | None) -> RecordedSpan:
+def _span(s: Mapping[str, Any], resource: Resource, scope: InstrumentationScope | None,
+          notes: list[str] | None) -> RecordedSpan:
     trace_id = _id(_get(s, "traceId", "trace_id"), 16, "traceId")
     flags = _int(s.get("flags"))
     context = SpanContext(
@@ -169,8 +179,8 @@ def _span(s: Mapping[str, Any], resource: Resource, scope: InstrumentationScope 
     )
     events = [
         _RecordedEvent(
-            e.get("name", ""),
-            decode_attributes(e.get("attributes")),
+            _text(e.get("name")),
+            decode_attributes(e.get("attributes"), notes),
             _int(_get(e, "timeUnixNano", "time_unix_nano")),
             _int(_get(e, "droppedAttributesCount", "dropped_attributes_count")),
         )
@@ -189,16 +199,16 @@ def _span(s: Mapping[str, Any], resource: Resource, scope: InstrumentationScope 
         links.append(
             _RecordedLink(
                 link_context,
-                decode_attributes(ln.get("attributes")),
+                decode_attributes(ln.get("attributes"), notes),
                 _int(_get(ln, "droppedAttributesCount", "dropped_attributes_count")),
             )
         )
     return RecordedSpan(
-        name=s.get("name", ""),
+        name=_text(s.get("name")),
         context=context,
         parent=parent,
         resource=resource,
-        attributes=decode_attributes(s.get("attributes")),
+        attributes=decode_attributes(s.get("attributes"), notes),
         events=events,
         links=links,
         kind=_kind(s.get("kind", 0)),
@@ -214,7 +224,7 @@ def _span(s: Mapping[str, Any], resource: Resource, scope: InstrumentationScope 
     )
 
 
-def _scope(ss: Mapping[str, Any]) -> InstrumentationScope | None:
+def _scope(ss: Mapping[str, Any], notes: list[str] | None) -> InstrumentationScope | None:
     scope = ss.get("scope") or _get(ss, "instrumentationLibrary", "instrumentation_library")
     schema_url = _get(ss, "schemaUrl", "schema_url") or ""
     if not scope and not schema_url:
@@ -224,22 +234,22 @@ def _scope(ss: Mapping[str, Any]) -> InstrumentationScope | None:
         scope.get("name", ""),
         scope.get("version") or None,
         schema_url or None,
-        decode_attributes(scope.get("attributes")) or None,
+        decode_attributes(scope.get("attributes"), notes) or None,
     )
 
 
 def spans_from_request(
-    request: Mapping[str, Any], resources: dict[str, Resource] | None = None
+    request: Mapping[str, Any], resources: dict[str, Resource] | None = None, notes: list[str] | None = None
 ) -> Iterator[RecordedSpan]:
     """Every span of one ExportTraceServiceRequest (a parsed JSON object), as SDK spans.
 
     `resources` caches one `Resource` per distinct resource, so spans that shared a resource in
     the file share it again (the encoders group by resource). Raises ValueError (or TypeError,
-    KeyError) on malformed data.
+    KeyError) on malformed data; attribute values cut at MAX_DEPTH are noted in `notes`.
     """
     resources = {} if resources is None else resources
     for rs in _get(request, "resourceSpans", "resource_spans", []) or []:
-        attrs = decode_attributes((rs.get("resource") or {}).get("attributes"))
+        attrs = decode_attributes((rs.get("resource") or {}).get("attributes"), notes)
         schema_url = _get(rs, "schemaUrl", "schema_url") or ""
         key = json.dumps([attrs, schema_url], sort_keys=True, default=repr)
         if key not in resources:
@@ -249,18 +259,19 @@ def spans_from_request(
             rs, "instrumentationLibrarySpans", "instrumentation_library_spans", []
         )
         for ss in scope_spans or []:
-            scope = _scope(ss)
+            scope = _scope(ss, notes)
             for s in ss.get("spans") or []:
-                yield _span(s, resource, scope)
+                yield _span(s, resource, scope, notes)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed JSON or the JSONDecodeError) for each non-empty line; a file holding
-    one pretty-printed request is read whole, as line 1."""
+    """(line number, parsed JSON or the JSONError) for each non-empty line; a file holding one
+    pretty-printed request is read whole, as line 1. Parsed as `traces.load` parses (lone
+    surrogates replaced), so both readers see the same values."""
     text = path.read_text(encoding="utf-8", errors="replace")
     try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
+        whole = parse_json(text)
+    except JSONError:
         whole = None
     if isinstance(whole, dict):
         yield 1, whole
@@ -268,8 +279,8 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError as exc:
+                yield n, parse_json(line)
+            except JSONError as exc:
                 yield n, exc
 
 
@@ -288,14 +299,21 @@ def read_spans(paths: Iterable[str | os.PathLike[str]]) -> RecordedSpans:
         out.files.append(path)
         for n, obj in _lines(path):
             where = f"{path}:{n}"
-            if isinstance(obj, json.JSONDecodeError):
-                out.problems.append(f"{where}: not valid JSON ({obj.msg} at column {obj.colno}); line skipped")
+            if isinstance(obj, JSONError):
+                out.problems.append(f"{where}: {obj}; line skipped")
                 continue
             if not isinstance(obj, dict):
                 out.problems.append(f"{where}: not an OTLP ExportTraceServiceRequest object; line skipped")
                 continue
+            notes: list[str] = []
             try:
-                out.spans.extend(list(spans_from_request(obj, resources)))  # all of a line, or none
-            except (TypeError, ValueError, KeyError, AttributeError) as exc:
-                out.problems.append(f"{where}: malformed OTLP span data ({type(exc).__name__}: {exc}); line skipped")
+                out.spans.extend(list(spans_from_request(obj, resources, notes)))  # all of a line, or none
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+                text = str(exc)
+                out.problems.append(f"{where}: malformed OTLP span data ({type(exc).__name__}: "
+                                    f"{text[:200] + '...' if len(text) > 200 else text}); line skipped")
+                continue
+            if notes:
+                out.problems.append(f"{where}: {len(notes)} attribute value(s) nested deeper than {MAX_DEPTH} "
+                                    "levels; cut there")
     return out
