@@ -25,6 +25,7 @@ import urllib.request
 from typing import Any
 
 from agenttrace import semconv as sc
+from agenttrace.traces.jsontext import parse_json
 from agenttrace.traces.records import SPAN_KINDS, EventRecord, LoadResult, SpanRecord
 
 __all__ = ["JaegerQuery", "is_jaeger_document", "query_jaeger", "spans_from_jaeger"]
@@ -213,7 +214,6 @@ def query_jaeger(query: JaegerQuery) -> LoadResult:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return LoadResult([], [f"{url}: cannot reach Jaeger ({reason}); is the query service running there? no traces read"])
-    from agenttrace.traces.load import parse_json  # load imports this module
 
     try:
         doc = parse_json(body)

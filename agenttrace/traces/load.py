@@ -10,9 +10,7 @@ still loaded. No torch import on this path.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from agenttrace.traces.jaeger_input import (
     query_jaeger,
     spans_from_jaeger,
 )
+from agenttrace.traces.jsontext import JSONError, parse_json
 from agenttrace.traces.otlp_json import (
     OTHER_SIGNALS,
     is_otlp_request,
@@ -30,7 +29,7 @@ from agenttrace.traces.otlp_json import (
 )
 from agenttrace.traces.records import LoadResult, SpanRecord, break_cycles, checked
 
-__all__ = ["InputError", "iter_trace_files", "load_inputs", "load_spans", "parse_json", "spans_from_document"]
+__all__ = ["InputError", "iter_trace_files", "load_inputs", "load_spans", "spans_from_document"]
 
 # Problems kept per file before the rest are only counted (a broken 1 GB file must not produce a
 # 1 GB report).
@@ -55,66 +54,6 @@ def spans_from_document(doc: Any, source: str, problems: list[str]) -> list[Span
     if is_jaeger_document(doc):
         return spans_from_jaeger(doc, source, problems)
     raise ValueError("neither an OTLP ExportTraceServiceRequest nor Jaeger JSON")
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class JSONError(ValueError):
-    """Text that is not JSON we can hold; the message says why (for a problem line)."""
-
-
-def parse_json(text: str | bytes) -> Any:
-    """One JSON document, with text that no encoder can write back (a lone UTF-16 surrogate,
-    which JSON's `\\ud800` escape can express) replaced by U+FFFD: everything downstream may then
-    treat text as text. Raises JSONError for anything that is not JSON, nested deeper than the
-    JSON parser goes, or a number too long to read."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise JSONError(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
-    except RecursionError as exc:
-        raise JSONError("not readable JSON (nested deeper than the JSON parser allows)") from exc
-    except ValueError as exc:  # an integer of over 4300 digits
-        raise JSONError(f"not readable JSON ({exc})") from exc
-    if "\\u" not in text or not _SURROGATE_ESCAPE.search(text):
-        return doc  # the common case: one substring search, no walk
-    return _without_surrogates(doc)
-
-
-def _without_surrogates(doc: Any) -> Any:
-    """`doc` with lone surrogates replaced in every string (keys too); iterative, for depth."""
-    fix = _fix_text
-    if isinstance(doc, str):
-        return fix(doc)
-    if not isinstance(doc, (dict, list)):
-        return doc
-    root = doc
-    stack = [doc]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            for i, v in enumerate(node):
-                if isinstance(v, str):
-                    node[i] = fix(v)
-                elif isinstance(v, (dict, list)):
-                    stack.append(v)
-        else:
-            for k in [k for k in node if _SURROGATE.search(k)]:
-                node[fix(k)] = node.pop(k)
-            for k, v in node.items():
-                if isinstance(v, str):
-                    node[k] = fix(v)
-                elif isinstance(v, (dict, list)):
-                    stack.append(v)
-    return root
-
-
-def _fix_text(text: str) -> str:
-    return _SURROGATE.sub("\ufffd", text) if not text.isascii() else text
 
 
 def _documents(path: Path) -> Iterator[tuple[int, Any, str | None]]:

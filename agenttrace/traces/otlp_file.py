@@ -37,7 +37,8 @@ from opentelemetry.trace import (
 )
 
 from agenttrace.telemetry.readable import SpanCopy
-from agenttrace.traces.load import JSONError, iter_trace_files, parse_json
+from agenttrace.traces.jsontext import JSONError, parse_json
+from agenttrace.traces.load import iter_trace_files
 from agenttrace.traces.otlp_json import MAX_DEPTH, decode_attributes
 from agenttrace.traces.records import MAX_TIME_NS
 
