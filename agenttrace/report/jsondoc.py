@@ -5,17 +5,11 @@ from __future__ import annotations
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
-__all__ = ["SURROGATES", "JsonDocument", "no_surrogates"]
+# A lone UTF-16 surrogate is valid JSON and a valid Python str, but no UTF-8: the readers' table.
+from agenttrace.traces.jsontext import no_surrogates
 
-# A lone UTF-16 surrogate is valid JSON (`"\ud800"`) and a valid Python str, but no UTF-8: writing
-# it fails. It becomes U+FFFD, as Go's and Rust's JSON encoders write invalid text.
-SURROGATES = {c: "\ufffd" for c in range(0xD800, 0xE000)}
+__all__ = ["JsonDocument"]
 
-
-def no_surrogates(text: object) -> str:
-    """`text` as a str that encodes to UTF-8: each lone surrogate replaced by U+FFFD."""
-    s = str(text)
-    return s if s.isascii() else s.translate(SURROGATES)
 
 
 class JsonDocument(BaseModel):

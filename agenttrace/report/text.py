@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import html
 
-# A lone surrogate (valid JSON, no UTF-8) becomes U+FFFD: one definition, with the JSON writer's.
-from agenttrace.report.jsondoc import SURROGATES as _SURROGATES
-from agenttrace.report.jsondoc import no_surrogates
 from agenttrace.report.model import (
     SEGMENT_FIELDS,
     Distribution,
@@ -22,6 +19,10 @@ from agenttrace.report.model import (
     StepFigures,
     TaskFigures,
 )
+
+# A lone surrogate (valid JSON, no UTF-8) becomes U+FFFD: one definition, the trace readers'.
+from agenttrace.traces.jsontext import SURROGATES as _SURROGATES
+from agenttrace.traces.jsontext import no_surrogates
 
 __all__ = [
     "dist", "html_text", "markdown_code", "markdown_text", "ms", "no_surrogates", "num", "pct", "segment_header",

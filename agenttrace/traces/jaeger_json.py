@@ -41,6 +41,7 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel, model_serializer
 
 from agenttrace import semconv as sc
+from agenttrace.traces.jsontext import no_surrogates
 
 __all__ = [
     "JaegerKeyValue",
@@ -54,7 +55,6 @@ __all__ = [
 ]
 
 _JS_MAX_SAFE_INTEGER = 2**53 - 1
-_SURROGATES = {c: "\ufffd" for c in range(0xD800, 0xE000)}
 
 ValueType = Literal["string", "bool", "int64", "float64", "binary"]
 
@@ -121,8 +121,7 @@ class JaegerResponse(BaseModel):
 
 def _text(value: Any) -> str:
     """`value` as text that encodes to UTF-8 (None: empty)."""
-    s = "" if value is None else str(value)
-    return s if s.isascii() else s.translate(_SURROGATES)
+    return "" if value is None else no_surrogates(value)
 
 
 def trace_id_hex(trace_id: int) -> str:

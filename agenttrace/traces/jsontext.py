@@ -10,11 +10,20 @@ import json
 import re
 from typing import Any
 
-__all__ = ["JSONError", "parse_json"]
+__all__ = ["SURROGATES", "JSONError", "no_surrogates", "parse_json"]
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# Each lone surrogate becomes U+FFFD, as Go's and Rust's JSON encoders write invalid text: the one
+# table the readers, the Jaeger export and the report's writers share.
+SURROGATES = {c: "\ufffd" for c in range(0xD800, 0xE000)}
+
+
+def no_surrogates(text: object) -> str:
+    """`text` as a str that encodes to UTF-8: each lone surrogate replaced by U+FFFD."""
+    s = str(text)
+    return s if s.isascii() else s.translate(SURROGATES)
 
 
 class JSONError(ValueError):
@@ -43,7 +52,7 @@ def parse_json(text: str | bytes) -> Any:
 
 def _without_surrogates(doc: Any) -> Any:
     """`doc` with lone surrogates replaced in every string (keys too); iterative, for depth."""
-    fix = _fix_text
+    fix = no_surrogates
     if isinstance(doc, str):
         return fix(doc)
     if not isinstance(doc, (dict, list)):
@@ -67,7 +76,3 @@ def _without_surrogates(doc: Any) -> Any:
                 elif isinstance(v, (dict, list)):
                     stack.append(v)
     return root
-
-
-def _fix_text(text: str) -> str:
-    return _SURROGATE.sub("\ufffd", text) if not text.isascii() else text
