@@ -23,6 +23,7 @@ import asyncio
 __all__ = [
     "AgentTraceError",
     "ArgumentsInvalid",
+    "ConstraintUnavailable",
     "GenerationCancelled",
     "ModelMistake",
     "ModelUnavailable",
@@ -117,6 +118,12 @@ class ToolError(Exception):
 
 class ModelUnavailable(AgentTraceError):
     """A model could not be loaded. The message says what to install, set or download."""
+
+
+class ConstraintUnavailable(AgentTraceError):
+    """Decoding cannot be constrained with this model (no grammar engine, or a tokenizer the
+    engine cannot map). Raised when the agent or model is set up, never mid-task; the message
+    says how to run without constraints."""
 
 
 class GenerationCancelled(AgentTraceError):

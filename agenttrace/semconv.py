@@ -48,6 +48,9 @@ class Segment(StrEnum):
     PREFILL = "prefill"
     DRAFT = "draft"
     VERIFY = "verify"
+    # Grammar mask computation and compilation, carved out of the generation's self time from
+    # `agenttrace.constrain.mask_s` / `compile_s` (SPANS.md), as draft and verify are.
+    CONSTRAIN = "constrain"
     GENERATION = "generation"
     PARSE = "parse"
     VALIDATION = "validation"
@@ -223,6 +226,18 @@ SPEC_FALLBACK_REASON: Final = "agenttrace.spec.fallback.reason"
 SPEC_DRAFTED: Final = "agenttrace.spec.drafted"
 SPEC_VERIFIED: Final = "agenttrace.spec.verified"
 SPEC_ACCEPTED: Final = "agenttrace.spec.accepted"
+
+# grammar-constrained decoding, on the generation span (`agenttrace.constrain.*`)
+CONSTRAIN_ENGINE: Final = "agenttrace.constrain.engine"
+CONSTRAIN_GRAMMAR: Final = "agenttrace.constrain.grammar"
+CONSTRAIN_MASK_S: Final = "agenttrace.constrain.mask_s"
+CONSTRAIN_COMPILE_S: Final = "agenttrace.constrain.compile_s"
+CONSTRAIN_DRAFTS_CUT: Final = "agenttrace.constrain.drafts_cut"
+CONSTRAIN_ROLLBACKS: Final = "agenttrace.constrain.rollbacks"
+# Not in SPANS.md's list, named by the issue: why the call decoded unconstrained (the grammar
+# did not compile), and where the grammar allowed no token before it was complete.
+CONSTRAIN_FALLBACK: Final = "agenttrace.constrain.fallback"
+CONSTRAIN_DEAD_END: Final = "agenttrace.constrain.dead_end"
 
 # the `speculate.round` event and its attributes (default detail level)
 EVENT_SPECULATE_ROUND: Final = "speculate.round"

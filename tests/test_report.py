@@ -59,7 +59,7 @@ def test_known_timings_give_exact_figures(tmp_path):
     approx = lambda x: pytest.approx(x, abs=1e-9)  # noqa: E731
 
     assert s1.segments.model_dump() == {
-        "prefill": approx(1.0), "draft": approx(0.3), "verify": approx(1.4), "generation": approx(1.3),
+        "prefill": approx(1.0), "draft": approx(0.3), "verify": approx(1.4), "constrain": 0.0, "generation": approx(1.3),
         "parse": approx(0.2), "validation": approx(0.6), "tool": approx(0.5), "network": approx(0.5),
         "queue": 0.0, "memory": 0.0, "compaction": 0.0, "delegation": 0.0, "other": approx(0.2),
     }
@@ -67,7 +67,7 @@ def test_known_timings_give_exact_figures(tmp_path):
     assert s1.ttvtc_s == approx(4.8)
     assert s1.retry_s == approx(2.5)
     assert s1.retry_segments.model_dump() == {
-        "prefill": approx(0.5), "draft": approx(0.1), "verify": approx(0.6), "generation": approx(0.8),
+        "prefill": approx(0.5), "draft": approx(0.1), "verify": approx(0.6), "constrain": 0.0, "generation": approx(0.8),
         "parse": approx(0.1), "validation": approx(0.4), "tool": 0.0, "network": 0.0, "queue": 0.0, "memory": 0.0,
         "compaction": 0.0, "delegation": 0.0, "other": approx(0.0),
     }

@@ -16,11 +16,14 @@ from typing import Literal, Protocol, runtime_checkable
 __all__ = [
     "CancelToken",
     "ChatModel",
+    "ConstrainStats",
+    "Constraint",
     "Generation",
     "GenerationParams",
     "Message",
     "SpecRound",
     "SpecSummary",
+    "prepare_constraint",
     "summarize_rounds",
 ]
 
@@ -35,8 +38,20 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Constraint:
+    """A grammar the output must match: a JSON schema (as canonical JSON text, so equal schemas
+    are one cache key), a regular expression or a Lark grammar. `name` is what spans call it
+    (`agenttrace.constrain.grammar`)."""
+
+    kind: Literal["json_schema", "regex", "lark"]
+    source: str
+    name: str = "tool_call_json"
+
+
+@dataclass(frozen=True)
 class GenerationParams:
-    """Sampling settings for one call. temperature 0 means greedy."""
+    """Sampling settings for one call. temperature 0 means greedy. With a `constraint`, the
+    model may only produce text its grammar accepts (models that cannot constrain refuse it)."""
 
     max_tokens: int = 128
     temperature: float = 0.0
@@ -44,6 +59,7 @@ class GenerationParams:
     top_k: int = 0  # 0: no top-k filter
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    constraint: Constraint | None = None
 
     @property
     def greedy(self) -> bool:
@@ -72,6 +88,27 @@ class SpecRound:
 
 
 @dataclass(frozen=True)
+class ConstrainStats:
+    """What constraining one generation cost and did (the `agenttrace.constrain.*` attributes).
+
+    mask_s: computing token masks (and cutting drafts), outside the draft and verify times;
+    compile_s: compiling the grammar, 0 when it was cached; drafts_cut: drafted tokens the
+    grammar refused before verification; rollbacks: times the matcher went back to the accepted
+    prefix after a rejected draft; fallback: why the call decoded unconstrained (the grammar did
+    not compile), None when it was constrained; dead_end: set when the grammar allowed no token
+    before it was complete (the output stops there)."""
+
+    engine: str
+    grammar: str
+    mask_s: float = 0.0
+    compile_s: float = 0.0
+    drafts_cut: int = 0
+    rollbacks: int = 0
+    fallback: str | None = None
+    dead_end: str | None = None
+
+
+@dataclass(frozen=True)
 class Generation:
     """What one model call produced and measured. Times are clock readings in epoch ns."""
 
@@ -90,6 +127,7 @@ class Generation:
     num_speculative_tokens: int = 0  # k, or its maximum when adaptive
     rounds: tuple[SpecRound, ...] = ()
     fallback_reason: str | None = None
+    constrain: ConstrainStats | None = None  # None: the call had no constraint
 
     @property
     def prefill_tokens(self) -> int:
@@ -176,6 +214,21 @@ class ChatModel(Protocol):
 
 
 
+def prepare_constraint(model: object, constraint: Constraint) -> str | None:
+    """Ask `model` to get `constraint` ready (a model that constrains decoding has a
+    `prepare_constraint` method). Returns why calls under it would decode unconstrained, or None;
+    ConstraintUnavailable when the model cannot constrain at all."""
+    prepare = getattr(model, "prepare_constraint", None)
+    if not callable(prepare):
+        from agenttrace.errors import ConstraintUnavailable
+
+        raise ConstraintUnavailable(
+            f"{type(model).__name__} cannot constrain decoding to a grammar; use a local model "
+            "(LocalChatModel) or run the agent without constrained=True"
+        )
+    return prepare(constraint)
+
+
 class ChatModelWrapper:
     """A `ChatModel` around another one: names (and `remote`) pass through, `chat` calls
     `inner`. The one base of the wrappers (tracing, the bench's watchers), so each adds only
@@ -195,6 +248,9 @@ class ChatModelWrapper:
     @property
     def remote(self) -> bool:
         return bool(getattr(self.inner, "remote", False))
+
+    def prepare_constraint(self, constraint: Constraint) -> str | None:
+        return prepare_constraint(self.inner, constraint)
 
     def chat(
         self, messages: Sequence[Message], params: GenerationParams, *, cancel: CancelToken | None = None

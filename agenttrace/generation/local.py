@@ -12,10 +12,12 @@ from agenttrace.clock import Clock, SyncedClock, default_clock, with_sync
 from agenttrace.generation.adaptive import KController
 from agenttrace.generation.chat import (
     CancelToken,
+    Constraint,
     Generation,
     GenerationParams,
     Message,
 )
+from agenttrace.generation.constrain import GrammarCompiler
 from agenttrace.generation.drafters import Drafter
 from agenttrace.generation.loop import Decoded, StopCriteria, generate
 from agenttrace.generation.packed import packed_view
@@ -93,6 +95,20 @@ class LocalChatModel:
         self._own_clock = clock is not None
         eos = {tokenizer.eos_token_id, *_as_list(getattr(model.generation_config, "eos_token_id", None))}
         self._eos = frozenset(t for t in eos if t is not None)
+        self._grammars: GrammarCompiler | None = None
+
+    def prepare_constraint(self, constraint: Constraint) -> str | None:
+        """Make `constraint` ready before the first call: map the tokenizer for the grammar
+        engine (ConstraintUnavailable, saying what to do, when it cannot be) and compile the
+        grammar into the cache. Returns why calls under it will decode unconstrained (the
+        grammar does not compile), or None."""
+        return self._compiler().compile(constraint, self.clock).error
+
+    def _compiler(self) -> GrammarCompiler:
+        if self._grammars is None:
+            vocab = int(getattr(self.model.config, "vocab_size", 0) or len(self.tokenizer))
+            self._grammars = GrammarCompiler(self.tokenizer, vocab, self._eos)
+        return self._grammars
 
     def bind_clock(self, clock: Clock) -> None:
         """Read time from `clock` (the telemetry's, which `Agent` passes in) unless this model
@@ -161,6 +177,7 @@ class LocalChatModel:
         on_tokens: Callable[[list[int]], None] | None = None,
     ) -> tuple[Generation, Decoded]:
         stop = StopCriteria(self._eos, params.max_tokens, params.stop, self.decode)
+        matcher = self._compiler().matcher(params.constraint, self.clock) if params.constraint is not None else None
         out = generate(
             self._runner,
             prompt_ids,
@@ -173,6 +190,7 @@ class LocalChatModel:
             prefix_cache=self.prefix_cache,
             cancel=cancel,
             on_tokens=on_tokens,
+            matcher=matcher,
         )
         text = self.decode(out.tokens)
         for s in params.stop:
@@ -193,6 +211,7 @@ class LocalChatModel:
             num_speculative_tokens=self.num_speculative_tokens,
             rounds=tuple(out.rounds),
             fallback_reason=out.fallback_reason,
+            constrain=out.constrain,
         )
         return gen, out
 

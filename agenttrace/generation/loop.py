@@ -4,6 +4,13 @@ a stop string or the token budget; with the timings the telemetry layer turns in
 Per round, with a drafter: draft up to k tokens, score (pending token + draft) in one target
 forward pass, keep the verified prefix plus the target's own next token, crop the cache back.
 Without a draft (no drafter, nothing proposed, or after a fallback) a round is one plain step.
+
+With a grammar `matcher` every sampled position is masked first: the first token, each plain
+step, and every position of a verify pass. A drafted token the grammar refuses ends the draft
+there before verification (when that cannot change the output distribution: greedy, or a
+deterministic drafter; a sampling drafter's refused token is left to rejection, which refuses it
+for certain and draws the correction from the masked residual). After a rejection the matcher
+rolls back to the accepted prefix; generation ends when the grammar is complete.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from agenttrace.clock import Clock
 from agenttrace.errors import GenerationCancelled
 from agenttrace.generation import kv, sampling
 from agenttrace.generation.adaptive import KController
-from agenttrace.generation.chat import CancelToken, GenerationParams, SpecRound
+from agenttrace.generation.chat import CancelToken, ConstrainStats, GenerationParams, SpecRound
+from agenttrace.generation.constrain import GrammarDeadEnd, Matcher, apply_mask_
 from agenttrace.generation.drafters import Draft, Drafter
 from agenttrace.generation.prefix_cache import PrefixCache
 from agenttrace.generation.verify import verify_greedy, verify_sampled
@@ -53,6 +61,7 @@ class Decoded:
     rounds: list[SpecRound] = field(default_factory=list)
     fallback_reason: str | None = None
     forward_passes: int = 0  # target forwards after prefill (verify rounds + plain steps)
+    constrain: ConstrainStats | None = None
 
     @property
     def decode_s(self) -> float:
@@ -82,6 +91,31 @@ def _first_stop(tokens: list[int], checked: int, stop: StopCriteria) -> tuple[in
             if any(s in text for s in stop.stop_strings):
                 return n, "stop"
     return cut
+
+
+def _finished(tokens: list[int], checked: int, stop: StopCriteria, matcher: Matcher | None) -> tuple[int, str] | None:
+    """`_first_stop`, and the end of a complete grammar (nothing more can follow)."""
+    result = _first_stop(tokens, checked, stop)
+    if result is None and matcher is not None and matcher.stopped:
+        return len(tokens), "stop"
+    return result
+
+
+def _constrain_draft(matcher: Matcher, draft: Draft, params: GenerationParams) -> tuple[Draft, torch.Tensor, int]:
+    """The draft to verify, the grammar masks of its verify positions, and how many drafted
+    tokens the matcher consumed. A refused token ends the draft when cutting it cannot change
+    the output distribution: greedy (a refused token never is the masked argmax) or a
+    deterministic drafter (its one-hot q leaves the residual equal to the masked p). A sampling
+    drafter's draft stays whole: cutting it where q put mass on refused tokens would bias the
+    next token, while rejection refuses that token for certain and corrects from the residual."""
+    masks, consumed, must_cut = matcher.masks_along(draft.tokens)
+    assert masks is not None
+    n = len(draft.tokens)
+    if consumed < n and (must_cut or params.greedy or draft.probs is None):
+        matcher.drafts_cut += n - consumed
+        probs = draft.probs[:consumed] if draft.probs is not None else None
+        return Draft(draft.tokens[:consumed], probs), masks[: consumed + 1], consumed
+    return draft, masks, consumed
 
 
 def _fit_vocab(q: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -117,6 +151,7 @@ def generate(
     prefix_cache: PrefixCache | None = None,
     cancel: CancelToken | None = None,
     on_tokens: Callable[[list[int]], None] | None = None,
+    matcher: Matcher | None = None,
 ) -> Decoded:
     """Generate after `prompt_ids`. Greedy output is identical with and without a drafter and
     with and without a prefix cache; sampled output has the same distribution.
@@ -127,6 +162,9 @@ def generate(
     on_tokens: called on the generating thread after prefill and after every round with all
     tokens generated so far (for streaming; it may include tokens past a stop string, which the
     final result cuts); an exception it raises ends the call.
+    matcher: constrain every token to its grammar (see the module docstring); a dead end (no
+    token allowed before the grammar is complete) ends the output there, recorded on the
+    matcher's stats, and the caller decides what that means.
     """
     start = clock.now_ns()
     rng = sampling.make_generator(params, model.device)
@@ -146,56 +184,85 @@ def generate(
             else:
                 cache, cached = kv.new_cache(model), 0
             logits = kv.forward(model, prompt_ids[cached:], cache, last_only=True)  # [1, V]
-            out = [sampling.choose(logits[-1], params, rng)]
-            prefill_end = first_token = clock.now_ns()
-            if on_tokens is not None:
-                on_tokens(list(out))
-
+            constrained = matcher is not None and matcher.active
+            out: list[int] = []
             rounds: list[SpecRound] = []
             passes = 0
-            result = _first_stop(out, 0, stop)
-            while result is None:
-                if cancel is not None and cancel.cancelled:
-                    raise GenerationCancelled(f"generation cancelled after {len(out)} tokens")
-                checked = len(out)
-                # Cache invariant: it holds prompt + out[:-1]; out[-1] is pending.
-                base = len(prompt_ids) + len(out) - 1
-                draft: Draft | None = None
-                if speculating and fallback is None:
-                    k = min(controller.next_k(), stop.max_tokens - len(out) - 1)  # type: ignore[union-attr]
-                    if k > 0:
-                        draft_start = clock.now_ns()
-                        draft, fallback = _propose(drafter, prompt_ids + out, k, params)  # type: ignore[arg-type]
-                        draft_end = clock.now_ns()
-
-                if draft is not None and draft.tokens:
-                    n = len(draft.tokens)
-                    logits = kv.forward(model, [out[-1], *draft.tokens], cache)  # [n+1, V]
-                    if params.greedy:
-                        accepted, nxt = verify_greedy(draft.tokens, logits)
-                    else:
-                        q = _fit_vocab(draft.probs.to(logits.device), logits.shape[-1]) if draft.probs is not None else None
-                        accepted, nxt = verify_sampled(draft.tokens, q, sampling.probabilities(logits, params), rng)
-                    kv.crop(cache, base + 1 + accepted)
-                    out += draft.tokens[:accepted] + [nxt]
-                    rnd = SpecRound(draft_start, draft_end, draft_end, clock.now_ns(), n, accepted, k)
-                    rounds.append(rnd)
-                    controller.record_round(n, accepted, rnd.draft_s, rnd.verify_s, k)  # type: ignore[union-attr]
-                    fallback = fallback or controller.fallback_reason()  # type: ignore[union-attr]
-                else:
-                    step_start = clock.now_ns()
-                    logits = kv.forward(model, [out[-1]], cache)  # [1, V]
-                    out.append(sampling.choose(logits[-1], params, rng))
-                    step_s = (clock.now_ns() - step_start) / 1e9
-                    if controller is not None and draft is not None:
-                        # The drafter was asked and found nothing: a round of the cost model.
-                        controller.record_no_draft(k, step_s)
-                    elif controller is not None:
-                        controller.record_plain_step(step_s)
-                passes += 1
-                result = _first_stop(out, checked, stop)
+            try:
+                if constrained:
+                    matcher.mask_(logits[-1])  # type: ignore[union-attr]
+                out.append(sampling.choose(logits[-1], params, rng))
+                if constrained:
+                    matcher.advance(out[-1])  # type: ignore[union-attr]
+                prefill_end = first_token = clock.now_ns()
                 if on_tokens is not None:
-                    on_tokens(list(out[: result[0]] if result else out))
+                    on_tokens(list(out))
+                result = _finished(out, 0, stop, matcher)
+                while result is None:
+                    if cancel is not None and cancel.cancelled:
+                        raise GenerationCancelled(f"generation cancelled after {len(out)} tokens")
+                    checked = len(out)
+                    # Cache invariant: it holds prompt + out[:-1]; out[-1] is pending.
+                    base = len(prompt_ids) + len(out) - 1
+                    draft: Draft | None = None
+                    if speculating and fallback is None:
+                        k = min(controller.next_k(), stop.max_tokens - len(out) - 1)  # type: ignore[union-attr]
+                        if k > 0:
+                            draft_start = clock.now_ns()
+                            draft, fallback = _propose(drafter, prompt_ids + out, k, params)  # type: ignore[arg-type]
+                            draft_end = clock.now_ns()
+
+                    masks, consumed = None, 0
+                    if constrained and draft is not None and draft.tokens:
+                        draft, masks, consumed = _constrain_draft(matcher, draft, params)  # type: ignore[arg-type]
+                    if draft is not None and draft.tokens:
+                        n = len(draft.tokens)
+                        verify_start = clock.now_ns()
+                        logits = kv.forward(model, [out[-1], *draft.tokens], cache)  # [n+1, V]
+                        if masks is not None:
+                            apply_mask_(logits, masks)
+                        if params.greedy:
+                            accepted, nxt = verify_greedy(draft.tokens, logits)
+                        else:
+                            q = _fit_vocab(draft.probs.to(logits.device), logits.shape[-1]) if draft.probs is not None else None
+                            accepted, nxt = verify_sampled(draft.tokens, q, sampling.probabilities(logits, params), rng)
+                        kv.crop(cache, base + 1 + accepted)
+                        out += draft.tokens[:accepted]
+                        if constrained:
+                            matcher.rollback(consumed - accepted)  # type: ignore[union-attr]
+                        if not (constrained and matcher.stopped):  # type: ignore[union-attr]
+                            out.append(nxt)  # (a complete grammar takes no more tokens: plain decoding stops here too)
+                            if constrained:
+                                matcher.advance(nxt)  # type: ignore[union-attr]
+                        rnd = SpecRound(draft_start, draft_end, verify_start, clock.now_ns(), n, accepted, k)
+                        rounds.append(rnd)
+                        controller.record_round(n, accepted, rnd.draft_s, rnd.verify_s, k)  # type: ignore[union-attr]
+                        fallback = fallback or controller.fallback_reason()  # type: ignore[union-attr]
+                    else:
+                        step_start = clock.now_ns()
+                        logits = kv.forward(model, [out[-1]], cache)  # [1, V]
+                        if masks is not None:  # a draft the grammar refused whole: its first mask is this one
+                            apply_mask_(logits[-1], masks[0])
+                        elif constrained:
+                            matcher.mask_(logits[-1])  # type: ignore[union-attr]
+                        out.append(sampling.choose(logits[-1], params, rng))
+                        if constrained:
+                            matcher.advance(out[-1])  # type: ignore[union-attr]
+                        step_s = (clock.now_ns() - step_start) / 1e9
+                        if controller is not None and draft is not None:
+                            # The drafter was asked and found nothing: a round of the cost model.
+                            controller.record_no_draft(k, step_s)
+                        elif controller is not None:
+                            controller.record_plain_step(step_s)
+                    passes += 1
+                    result = _finished(out, checked, stop, matcher)
+                    if on_tokens is not None:
+                        on_tokens(list(out[: result[0]] if result else out))
+            except GrammarDeadEnd as exc:
+                matcher.dead_end = str(exc)  # type: ignore[union-attr]
+                if not out:
+                    prefill_end = first_token = clock.now_ns()
+                result = (len(out), "stop")
 
         keep, reason = result
         if prefix_cache is not None:
@@ -214,6 +281,7 @@ def generate(
             rounds=rounds,
             fallback_reason=fallback,
             forward_passes=passes,
+            constrain=matcher.stats() if matcher is not None else None,
         )
     finally:
         # Release the KV memory now, not whenever a traceback holding this frame is dropped.

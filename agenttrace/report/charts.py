@@ -13,7 +13,7 @@ from agenttrace.report.model import SEGMENT_FIELDS, Comparison, TaskFigures, Wha
 from agenttrace.report.text import html_text as esc
 
 COLORS = {
-    "prefill": "#4e79a7", "draft": "#f28e2b", "verify": "#e15759", "generation": "#76b7b2", "parse": "#59a14f",
+    "prefill": "#4e79a7", "draft": "#f28e2b", "verify": "#e15759", "constrain": "#9d7660", "generation": "#76b7b2", "parse": "#59a14f",
     "validation": "#edc948", "tool": "#b07aa1", "network": "#ff9da7", "queue": "#f1ce63", "memory": "#9c755f", "compaction": "#bab0ac",
     "delegation": "#8cd17d", "other": "#d4d4d4", "agent": "#cfcfcf", "step": "#e3e3e3", "attempt": "#ececec",
 }

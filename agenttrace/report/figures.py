@@ -39,7 +39,7 @@ _OK = sc.AttemptOutcome.OK.value
 _OTHER = SEGMENT_FIELDS.index("other")
 # Segments that no span of the other instrumentations records (they time model calls and tools
 # whole): in a task whose steps were inferred from their spans, a 0 there means unknown.
-_UNRECORDED = ("prefill", "draft", "verify", "parse", "validation")
+_UNRECORDED = ("prefill", "draft", "verify", "constrain", "parse", "validation")
 _TOOLTIP_KEYS = (sc.GEN_AI_TOOL_NAME, sc.STEP_OUTCOME, sc.ATTEMPT_OUTCOME, sc.SPEC_METHOD, sc.GEN_AI_USAGE_OUTPUT_TOKENS,
                  sc.ERROR_TYPE, sc.PARSE_RESULT)
 

@@ -35,7 +35,7 @@ OTHER = "other"
 SEGMENT_FIELDS: tuple[str, ...] = (*(s.value for s in Segment if s not in _CONTAINERS), OTHER)
 # Segments added after the schema's first version: their distributions default to empty, so
 # report JSON written before them still loads (`Report.schema_version`: fields are only added).
-_ADDED_AFTER_V1 = frozenset({Segment.QUEUE})
+_ADDED_AFTER_V1 = frozenset({Segment.QUEUE, Segment.CONSTRAIN})
 
 
 class _SegmentTimesBase(BaseModel):

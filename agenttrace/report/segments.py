@@ -31,6 +31,7 @@ from agenttrace.traces.records import SpanRecord
 _INDEX = {name: i for i, name in enumerate(SEGMENT_FIELDS)}
 _OTHER = _INDEX["other"]
 _DRAFT, _VERIFY, _GENERATION = _INDEX["draft"], _INDEX["verify"], _INDEX["generation"]
+_CONSTRAIN = _INDEX["constrain"]
 _AS_OTHER = {sc.Segment.AGENT.value, sc.Segment.STEP.value, sc.Segment.ATTEMPT.value}
 _N = len(SEGMENT_FIELDS)
 
@@ -99,6 +100,12 @@ def _charge(b: Breakdown, span: SpanRecord, self_ns: int, kids: list[tuple[SpanR
         b.ns[_DRAFT] += max(0, draft)
         b.ns[_VERIFY] += max(0, verify)
         self_ns -= max(0, draft) + max(0, verify)
+    if index == _GENERATION:
+        # grammar masks are computed outside the draft and verify intervals: their own segment
+        a = span.attributes
+        constrain = min(self_ns, round((float(a.get(sc.CONSTRAIN_MASK_S) or 0.0) + float(a.get(sc.CONSTRAIN_COMPILE_S) or 0.0)) * 1e9))
+        b.ns[_CONSTRAIN] += max(0, constrain)
+        self_ns -= max(0, constrain)
     b.ns[index] += self_ns
 
 

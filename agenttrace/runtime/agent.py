@@ -18,24 +18,27 @@ user's own agent would be: one decision table (`instrument/frames.py`) names eve
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agenttrace import semconv as sc
-from agenttrace.errors import GenerationCancelled, ModelMistake
+from agenttrace.errors import GenerationCancelled, ModelMistake, ParseError
 from agenttrace.generation.chat import (
     CancelToken,
     ChatModel,
     Generation,
     GenerationParams,
     Message,
+    prepare_constraint,
 )
 from agenttrace.instrument.decisions import attempt_outcome, step_outcome
 from agenttrace.instrument.generation import traced_model
 from agenttrace.instrument.operations import parse_span, tool_span
 from agenttrace.instrument.structure import agent_span, attempt_span, step_span
 from agenttrace.instrument.validation import validation_span
+from agenttrace.runtime.grammar import decision_constraint
 from agenttrace.runtime.parse import FinalAnswer, ToolCall, parse_decision
 from agenttrace.runtime.prompt import (
     Example,
@@ -53,6 +56,7 @@ from agenttrace.telemetry import Telemetry
 __all__ = ["Agent", "AgentConfig", "AttemptRecord", "StepRecord", "TaskResult"]
 
 Outcome = sc.AttemptOutcome
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,9 @@ class AgentConfig:
     params: GenerationParams = GenerationParams(max_tokens=96)
     tool_timeout_s: float | None = None  # overrides each tool's own timeout when set
     style: PromptStyle = PromptStyle()
+    # Decode every reply under the grammar of a decision (runtime/grammar.py): one of the tools
+    # with schema-valid arguments, or an answer. Validation still runs on what comes out.
+    constrained: bool = False
 
 
 @dataclass
@@ -127,6 +134,14 @@ class Agent:
         bind = getattr(model, "bind_clock", None)
         if callable(bind):
             bind(self.telemetry.clock)
+        self.params = config.params
+        if config.constrained:
+            # before the first task: a model or tokenizer that cannot be constrained fails here
+            constraint = decision_constraint(tools, config.params.max_tokens)
+            why = prepare_constraint(model, constraint)
+            if why:
+                _log.warning("agent %s decodes unconstrained: its tools' grammar does not compile (%s)", config.name, why)
+            self.params = replace(config.params, constraint=constraint)
         self.model = traced_model(model, telemetry=self.telemetry)
         self.tools = {t.name: t for t in tools}
         warm_up(self.tools.values())  # a process-isolated tool's worker starts now, not in the first call
@@ -230,9 +245,9 @@ class Agent:
         record = AttemptRecord(i, Outcome.OK)
         try:
             with attempt_span(telemetry=self.telemetry):
-                record.generation = self.model.chat(convo, self.config.params, cancel=cancel)
+                record.generation = self.model.chat(convo, self.params, cancel=cancel)
                 record.text = record.generation.text
-                decision = self._parse(record.text, task, result)
+                decision = self._parse(record.text, task, result, record.generation)
                 if isinstance(decision, ToolCall):
                     tool = self.tools[decision.tool]
                     self._validate(tool, decision, task, result)
@@ -256,8 +271,12 @@ class Agent:
             if result.first_decision_correct is None:
                 result.first_decision_correct = correct
 
-    def _parse(self, text: str, task: Task, result: TaskResult) -> ToolCall | FinalAnswer:
+    def _parse(self, text: str, task: Task, result: TaskResult, gen: Generation) -> ToolCall | FinalAnswer:
         with parse_span(telemetry=self.telemetry) as p:
+            dead_end = gen.constrain.dead_end if gen.constrain is not None else None
+            if dead_end:  # the output stopped where the grammar allowed nothing: say so, not "cut off"
+                raise ParseError(f"the constrained decoder reached a dead end ({dead_end}). Reply with one JSON object.",
+                                 error_type="grammar_dead_end", summary="the grammar allowed no next token")
             decision = parse_decision(text, self.tools.keys())  # a ParseError fails the parse span
             if isinstance(decision, FinalAnswer):  # the answer is the decision; its moment is now
                 if p is not None:

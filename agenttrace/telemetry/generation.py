@@ -61,6 +61,15 @@ def generation_attributes(gen: Generation) -> dict[str, AttributeValue]:
         attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (gen.first_token_ns - gen.start_ns) / 1e9
     if gen.fallback_reason is not None:
         attrs[sc.SPEC_FALLBACK_REASON] = gen.fallback_reason
+    c = gen.constrain
+    if c is not None:
+        attrs.update({sc.CONSTRAIN_ENGINE: c.engine, sc.CONSTRAIN_GRAMMAR: c.grammar, sc.CONSTRAIN_MASK_S: c.mask_s,
+                      sc.CONSTRAIN_COMPILE_S: c.compile_s, sc.CONSTRAIN_DRAFTS_CUT: c.drafts_cut,
+                      sc.CONSTRAIN_ROLLBACKS: c.rollbacks})
+        if c.fallback:
+            attrs[sc.CONSTRAIN_FALLBACK] = c.fallback
+        if c.dead_end:
+            attrs[sc.CONSTRAIN_DEAD_END] = c.dead_end
     if gen.method != "none":
         s = summarize_rounds(gen.rounds, gen.num_speculative_tokens)
         attrs.update(

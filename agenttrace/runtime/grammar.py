@@ -1,0 +1,60 @@
+"""The grammar of a decision, for constrained decoding: one JSON object that either calls one of
+the tools with arguments its schema accepts or gives the final answer. It is the envelope
+`parse.py` reads, built from the same argument schemas `validate.py` checks, so a constrained
+model can only write what parsing and validation accept (up to the schema keywords the grammar
+engine cannot express, which validation still catches)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agenttrace.generation.chat import Constraint
+from agenttrace.runtime.tools import Tool
+
+__all__ = ["GRAMMAR_NAME", "answer_bound", "decision_constraint", "decision_schema", "schema_source"]
+
+GRAMMAR_NAME = "tool_call_json"  # agenttrace.constrain.grammar
+
+
+def decision_schema(tools: Sequence[Tool], answer_max_chars: int | None = None) -> dict[str, Any]:
+    """anyOf: {"tool": <name>, "arguments": <its schema>} per tool, or {"answer": <text>}; keys in
+    the order the prompt's examples show them, nothing else allowed. `answer_max_chars` bounds
+    the answer so that the object closes within the token budget (see `answer_bound`)."""
+    calls = [
+        {
+            "type": "object",
+            "properties": {"tool": {"const": t.name}, "arguments": t.parameters},
+            "required": ["tool", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in tools
+    ]
+    answer = {
+        "type": "object",
+        "properties": {"answer": {"type": "string", **({"maxLength": answer_max_chars} if answer_max_chars else {})}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    return {"anyOf": [*calls, answer]}
+
+
+def schema_source(schema: Any) -> str:
+    """Compact JSON text of a schema: equal tool sets make equal constraints (one cache entry).
+    Keys keep their order: the grammar writes properties in the order the schema lists them."""
+    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+
+
+def answer_bound(max_tokens: int) -> int:
+    """The longest answer that still closes within `max_tokens`: n ASCII characters take at
+    most n tokens, and the envelope about eight. Without a bound a small
+    model writes its answer until the budget runs out and the object is cut off, the failure
+    constraining exists to remove (other scripts may need more tokens per character)."""
+    return max(8, max_tokens - 8)
+
+
+def decision_constraint(tools: Sequence[Tool], max_tokens: int | None = None) -> Constraint:
+    """The constraint of a decision among `tools`, the answer bounded for `max_tokens`."""
+    bound = answer_bound(max_tokens) if max_tokens else None
+    return Constraint("json_schema", schema_source(decision_schema(tools, bound)), GRAMMAR_NAME)
