@@ -7,12 +7,17 @@ with its own prefix cache and k controller, so no arm's state helps or hurts ano
                     adaptive k up to `early_exit_k`, fallback on: on a CPU it rarely pays, and the
                     controller is what stops it costing time
     prompt_lookup_fixed, early_exit_fixed   the same drafters at a fixed k, no fallback
+    constrained, prompt_lookup_constrained, ...   an arm with `_constrained` appended (and
+                    `constrained` for the baseline) decodes the same way under the grammar of a
+                    decision (the agent's `constrained` setting): its model is the unconstrained
+                    arm's, so a change in validity comes from the constraint, not the decoding
 
 All arms use the same prefix-cache setting (on by default, `prefix_cache_mb` per arm).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from agenttrace.bench.harness.options import HarnessOptions
@@ -20,6 +25,9 @@ from agenttrace.bench.harness.options import HarnessOptions
 if TYPE_CHECKING:
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.models import LoadedModel
+    from agenttrace.runtime.agent import AgentConfig
+
+_CONSTRAINED = "_constrained"
 
 ARM_DESCRIPTIONS = {
     "baseline": "plain decoding",
@@ -30,15 +38,32 @@ ARM_DESCRIPTIONS = {
 }
 
 
+def decoding(arm: str) -> tuple[str, bool]:
+    """The arm's decoding (an ARM_DESCRIPTIONS key) and whether it is constrained."""
+    if arm == "constrained":
+        return "baseline", True
+    if arm.endswith(_CONSTRAINED):
+        return arm[: -len(_CONSTRAINED)], True
+    return arm, False
+
+
 def describe_arm(arm: str, opts: HarnessOptions) -> str:
-    return ARM_DESCRIPTIONS[arm].format(**opts.to_json())
+    base, constrained = decoding(arm)
+    text = ARM_DESCRIPTIONS[base].format(**opts.to_json())
+    return f"{text}, constrained to the decision grammar" if constrained else text
+
+
+def arm_config(arm: str, config: AgentConfig) -> AgentConfig:
+    """The agent settings of `arm`: `config` with the arm's constraint setting."""
+    return replace(config, constrained=decoding(arm)[1])
 
 
 def check_arms(arms: tuple[str, ...]) -> None:
     """ValueError naming the known arms when one is unknown, or when the list is empty."""
-    unknown = [a for a in arms if a not in ARM_DESCRIPTIONS]
+    unknown = [a for a in arms if decoding(a)[0] not in ARM_DESCRIPTIONS or a == "baseline" + _CONSTRAINED]
     if unknown or not arms:
-        raise ValueError(f"unknown arm(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(ARM_DESCRIPTIONS)}")
+        known = [*ARM_DESCRIPTIONS, "constrained", *(f"{a}{_CONSTRAINED}" for a in ARM_DESCRIPTIONS if a != "baseline")]
+        raise ValueError(f"unknown arm(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}")
 
 
 def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions) -> LocalChatModel:
@@ -49,6 +74,7 @@ def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions) -> LocalCha
     from agenttrace.generation.prefix_cache import PrefixCache
 
     check_arms((arm,))
+    arm = decoding(arm)[0]
     cache = PrefixCache(max_bytes=opts.prefix_cache_mb * 2**20) if opts.prefix_cache_mb > 0 else False
     common = {"name": loaded.name, "prefix_cache": cache}
     if arm == "baseline":

@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from agenttrace.bench.harness.arms import decoding
 from agenttrace.bench.harness.records import TaskRecord
 from agenttrace.report import report_from_files
 from agenttrace.report.compare import FIGURES
@@ -59,7 +60,10 @@ class ArmFigures:
     generations: int
     fallbacks: int
     tool_calls_per_task: float | None
-    same_output: tuple[int, int] | None  # (task runs whose texts equal the baseline's, compared)
+    same_output: tuple[int, int] | None  # (task runs whose texts equal the reference arm's, compared)
+    same_as: str | None  # the reference arm: the baseline, or the plain constrained arm for a constrained one
+    lost_share: float | None  # wall time of failed attempts over task wall time
+    constrain_share: float | None  # grammar mask + compile time over model-call time (None: unconstrained)
     peak_rss_bytes: int | None
     peak_gpu_bytes: int | None
     energy_j_per_task: float | None
@@ -137,9 +141,16 @@ def _max(xs) -> int | None:
     return max(xs) if xs else None
 
 
+def _model_share(run) -> float | None:
+    segs = run.segments
+    model = segs.prefill + segs.draft + segs.verify + segs.constrain + segs.generation
+    return segs.constrain / model if segs.constrain > 0 and model > 0 else None
+
+
 def arm_figures(suite: str, arm: str, traced: list[TaskFigures], recs: list[TaskRecord],
-                base: dict[tuple[int, str], str] | None) -> ArmFigures:
+                base: dict[tuple[int, str], str] | None, same_as: str | None = None) -> ArmFigures:
     run = run_figures(traced, arm)
+    task_s = sum(t.wall_s for t in traced)
     spec = run.speculation
     checkable = [r for r in recs if r.correct is not None]
     energy = [r.energy_j for r in recs]
@@ -154,7 +165,8 @@ def arm_figures(suite: str, arm: str, traced: list[TaskFigures], recs: list[Task
         acceptance_rate=spec.acceptance_rate, mean_acceptance_length=spec.mean_acceptance_length,
         generations=spec.generations, fallbacks=spec.fallbacks,
         tool_calls_per_task=sum(r.tool_calls for r in recs) / len(recs) if recs else None,
-        same_output=None if base is None else _same_output(recs, base),
+        same_output=None if base is None else _same_output(recs, base), same_as=same_as if base is not None else None,
+        lost_share=run.retry_s / task_s if task_s > 0 else None, constrain_share=_model_share(run),
         peak_rss_bytes=_max(r.peak_rss_bytes for r in recs), peak_gpu_bytes=_max(r.peak_gpu_bytes for r in recs),
         energy_j_per_task=sum(energy) / len(recs) if has_energy else None,  # type: ignore[arg-type]
         power_w=sum(energy) / wall if has_energy and wall > 0 else None,  # type: ignore[arg-type]
@@ -194,6 +206,21 @@ def _versus(suite: str, arm: str, base_t: dict[RunKey, TaskFigures], arm_t: dict
     return out
 
 
+def reference_arm(arm: str, arms: tuple[str, ...]) -> str | None:
+    """The arm whose greedy text `arm` must reproduce: under a constraint, the plain constrained
+    arm when it ran (speculation must not change the constrained text either), else the
+    baseline; None for the baseline itself and for the plain constrained arm when the baseline
+    is unconstrained (the constraint is meant to change the text)."""
+    constrained = decoding(arm)[1]
+    if arm == arms[0]:
+        return None
+    if constrained:
+        if arm != "constrained" and "constrained" in arms:
+            return "constrained"
+        return arms[0] if decoding(arms[0])[1] else None
+    return arms[0] if not decoding(arms[0])[1] else None
+
+
 def compute(out: Path, records: list[TaskRecord], suites: tuple[str, ...], arms: tuple[str, ...],
             seed: int = 0) -> BenchFigures:
     """Every figure of a run's output folder: per suite and arm, over all suites, and against
@@ -208,14 +235,14 @@ def compute(out: Path, records: list[TaskRecord], suites: tuple[str, ...], arms:
     if len(groups) > 1:
         groups.append((ALL, [s for s, _ in groups]))
     for label, members in groups:
-        base_digest = {(r.repeat, r.task_id): r.output_digest for s in members for r in by[(s, baseline)]}
         for arm in arms:
             recs = [r for s in members for r in by[(s, arm)]]
             if not recs:
                 continue
             keyed = {(s, *key): t for s in members for key, t in traced[(s, arm)].items()}
-            figs.arms.append(arm_figures(label, arm, list(keyed.values()), recs,
-                                         None if arm == baseline else base_digest))
+            ref = reference_arm(arm, arms)
+            ref_digest = {(r.repeat, r.task_id): r.output_digest for s in members for r in by[(s, ref)]} if ref else None
+            figs.arms.append(arm_figures(label, arm, list(keyed.values()), recs, ref_digest, ref))
             if arm != baseline:
                 base_t = {(s, *key): t for s in members for key, t in traced[(s, baseline)].items()}
                 base_r = [r for s in members for r in by[(s, baseline)]]

@@ -95,15 +95,21 @@ def quality_table(figs: BenchFigures) -> TextTable:
     for a in figs.arms:
         energy = "no sensor" if a.energy_j_per_task is None else f"{a.energy_j_per_task:.1f} J ({a.power_w:.0f} W)"
         rows.append([a.suite, a.arm, _pct(a.completion_rate), _pct(a.validity_rate), f"{a.correct}/{a.checkable}",
-                     _s(a.tool_calls_per_task, 1), _same(a), _pct(a.acceptance_rate), _s(a.mean_acceptance_length),
+                     _s(a.tool_calls_per_task, 1), _pct(a.lost_share), _pct(a.constrain_share), _same(a),
+                     _pct(a.acceptance_rate), _s(a.mean_acceptance_length),
                      f"{a.fallbacks}/{a.generations}", _mib(a.peak_rss_bytes),
                      "no sensor" if a.peak_gpu_bytes is None else _mib(a.peak_gpu_bytes), energy])
     return TextTable("Quality, speculation and resources per suite and arm",
-                     ["suite", "arm", "completed", "valid attempts", "correct", "calls/task", "same text as baseline",
+                     ["suite", "arm", "completed", "valid attempts", "correct", "calls/task", "lost to failed attempts",
+                      "grammar mask / model time", "same text as reference",
                       "acceptance", "mean acc. len", "fallbacks/gens", "peak RSS MiB", "peak GPU MiB", "energy/task"],
                      rows, ["Correct: the final answer holds the expected value, or (tasks without one) the first call "
-                            "is the expected call. Same text: every attempt's output equals the baseline's on that "
-                            "task (greedy decoding: speculation must not change it)."])
+                            "is the expected call. Lost: wall time of attempts that failed over task time. Grammar "
+                            "mask: the constrain segment over prefill + draft + verify + constrain + generation. Same "
+                            "text: every attempt's output equals the reference arm's on that task (greedy decoding: "
+                            "speculation must not change it); the reference of a constrained arm is the plain "
+                            "constrained arm, so a change in validity or correctness between constrained and "
+                            "unconstrained arms comes from the constraint, not from speculation."])
 
 
 def versus_table(figs: BenchFigures) -> TextTable:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agenttrace import semconv as sc
+from agenttrace.bench.harness.arms import arm_config
 from agenttrace.bench.harness.options import HarnessOptions
 from agenttrace.bench.harness.records import (
     Manifest,
@@ -181,8 +182,8 @@ class SuiteRunner:
         # what each task's wall time and its spans read (the models read theirs, on the same time base)
         self.clock = clock if clock is not None else default_clock()
 
-    def _config(self, suite: Suite):
-        cfg = replace(suite.config, deadline_s=self.opts.task_deadline_s,
+    def _config(self, suite: Suite, arm: str):
+        cfg = replace(arm_config(arm, suite.config), deadline_s=self.opts.task_deadline_s,
                       params=replace(suite.config.params, max_tokens=self.opts.max_tokens))
         return replace(cfg, max_steps=self.opts.max_steps) if self.opts.max_steps else cfg
 
@@ -190,7 +191,7 @@ class SuiteRunner:
         """One untimed run per arm, so no arm's first call (allocations, lazy set-up) is measured."""
         for arm, model in self.models.items():
             suite.build_agent(model, Telemetry(service_name=SERVICE_NAME, clock=self.clock),
-                              config=self._config(suite)).run(task)
+                              config=self._config(suite, arm)).run(task)
 
     def run_chunk(self, chunk: Chunk, tick: Tick) -> list[TaskRecord]:
         out, suite = self.opts.out, self.suites[chunk.suite]
@@ -201,7 +202,7 @@ class SuiteRunner:
             )
             for arm in self.opts.arms
         }
-        agents = {arm: suite.build_agent(self.models[arm], telemetry[arm], config=self._config(suite))
+        agents = {arm: suite.build_agent(self.models[arm], telemetry[arm], config=self._config(suite, arm))
                   for arm in self.opts.arms}
         records = []
         try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from agenttrace import semconv as sc
+from agenttrace.bench.harness.arms import arm_config
 from agenttrace.bench.harness.options import HarnessOptions
 from agenttrace.bench.harness.sensors import current_rss_bytes
 from agenttrace.clock import Clock, default_clock
@@ -44,9 +45,10 @@ class ScenarioContext:
     tick: Tick = field(default=lambda _: None)
     clock: Clock = field(default_factory=default_clock)  # what every scenario's timings read
 
-    def config(self, suite: Suite) -> AgentConfig:
-        """The suite's agent budget with the run's per-task deadline and token budget."""
-        cfg = suite.config
+    def config(self, suite: Suite, arm: str | None = None) -> AgentConfig:
+        """The suite's agent budget with the run's per-task deadline and token budget (and
+        `arm`'s constraint setting when given)."""
+        cfg = arm_config(arm, suite.config) if arm is not None else suite.config
         return replace(cfg, deadline_s=self.opts.task_deadline_s,
                        params=replace(cfg.params, max_tokens=self.opts.max_tokens))
 

@@ -53,7 +53,7 @@ def _serve(ctx: ScenarioContext, n: int, arm: str, tasks) -> Level:
     suite = ctx.suites["tool_calls"]
     path = ctx.out / f"n{n}-{arm}.jsonl"
     tel = Telemetry(service_name="agenttrace-bench", run_label=f"n{n}-{arm}", trace_file=path)
-    agents = [suite.build_agent(build_model(arm, ctx.loaded, ctx.opts), tel, config=ctx.config(suite)) for _ in range(n)]
+    agents = [suite.build_agent(build_model(arm, ctx.loaded, ctx.opts), tel, config=ctx.config(suite, arm)) for _ in range(n)]
     work: queue.Queue = queue.Queue()
     for t in tasks:
         work.put(t)
