@@ -4,7 +4,7 @@ task runs under every arm in turn, alternating the order, so both see the same m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from agenttrace.examples.agents.function_calling import build_agent, tool_call_tasks
+from agenttrace.examples.agents.function_calling import DEFAULT_CONFIG, build_agent, tool_call_tasks
 from agenttrace import (
     ChatModel,
     Clock,
@@ -65,6 +65,7 @@ class DemoOptions:
     detail: str = "default"
     show_tasks: bool = True
     metrics: bool = False  # also write the GenAI client metrics (beside each trace file, and to OTLP)
+    constrained: bool = False  # decode every reply under the grammar of a decision (AgentConfig.constrained)
 
 
 def _model_for(arm: str, loaded, opts: DemoOptions) -> ChatModel:
@@ -116,7 +117,8 @@ def run_demo(opts: DemoOptions, console: Console | None = None, clock: Clock | N
             detail=opts.detail,  # type: ignore[arg-type]
             metrics=opts.metrics,
         )
-        agents[arm] = build_agent(_model_for(arm, loaded, opts), telemetry[arm])
+        config = replace(DEFAULT_CONFIG, constrained=opts.constrained)
+        agents[arm] = build_agent(_model_for(arm, loaded, opts), telemetry[arm], config)
 
     results: dict[str, list[TaskResult]] = {arm: [] for arm in opts.arms}
     run_start = clock.now_ns()

@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--metrics", action="store_true",
                       help="also record the GenAI client metrics (gen_ai.client.operation.duration, "
                            "gen_ai.client.token.usage) beside each trace file and to OTLP")
+    demo.add_argument("--constrained", action="store_true",
+                      help="decode every reply under the grammar of a tool call or an answer (llguidance): "
+                           "valid JSON naming a real tool with schema-valid arguments, by construction")
     demo.add_argument("--summary-only", action="store_true", help="print only the run summary")
     demo.set_defaults(func=run)
 
@@ -57,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
             detail=args.detail,
             show_tasks=not args.summary_only,
             metrics=args.metrics,
+            constrained=args.constrained,
         )
     )
     return 0

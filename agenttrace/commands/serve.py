@@ -16,6 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     serve.add_argument("--no-speculative", action="store_true", help="plain decoding instead of prompt lookup")
     serve.add_argument("-k", type=int, default=8, help="most draft tokens per speculation round (adaptive; default 8)")
+    serve.add_argument("--constrained", action="store_true",
+                       help="constrain tool_choice \"auto\" requests to a tool call or an answer too (tool_choice "
+                            "\"required\", a named tool and response_format json_schema are always constrained)")
     serve.add_argument("--no-prefix-cache", action="store_true", help="prefill every request's whole prompt")
     serve.add_argument("--trace-file", default=None, help="also write the server's spans to this OTLP/JSON lines file")
     serve.add_argument(
@@ -77,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
         num_speculative_tokens=args.k,
         prefix_cache=not args.no_prefix_cache,
         served_name=args.served_model_name,
+        constrained=args.constrained,
     )
     try:
         serve_forever(build_engine(loaded, telemetry, options), args.host, args.port, limits=limits)

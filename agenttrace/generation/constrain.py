@@ -168,9 +168,12 @@ class Matcher:
         if m.is_error():
             raise GrammarDeadEnd(_first_line(m.get_error()))
         bits = np.frombuffer(m.compute_bitmask(), dtype=np.uint8)
+        # With no token left, llguidance enters an error state (stop reason NoExtensionBias) and
+        # returns a mask of EOS alone: that is a dead end, not the end of the grammar.
         allowed = torch.from_numpy(np.unpackbits(bits, bitorder="little")[: self._vocab].view(np.bool_))
-        if not bool(allowed.any()):
-            raise GrammarDeadEnd("the grammar allows no token here although the output is not complete")
+        if m.is_error() or not bool(allowed.any()):
+            raise GrammarDeadEnd(f"the grammar allows no token here although the output is not complete "
+                                 f"({m.stop_reason()})")
         return allowed
 
     def mask_(self, logits: torch.Tensor) -> torch.Tensor:

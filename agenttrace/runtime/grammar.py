@@ -18,10 +18,11 @@ __all__ = ["GRAMMAR_NAME", "answer_bound", "decision_constraint", "decision_sche
 GRAMMAR_NAME = "tool_call_json"  # agenttrace.constrain.grammar
 
 
-def decision_schema(tools: Sequence[Tool], answer_max_chars: int | None = None) -> dict[str, Any]:
+def decision_schema(tools: Sequence[Tool], answer_max_chars: int | None = None, *, answer: bool = True) -> dict[str, Any]:
     """anyOf: {"tool": <name>, "arguments": <its schema>} per tool, or {"answer": <text>}; keys in
     the order the prompt's examples show them, nothing else allowed. `answer_max_chars` bounds
-    the answer so that the object closes within the token budget (see `answer_bound`)."""
+    the answer so that the object closes within the token budget (see `answer_bound`);
+    `answer=False` leaves the answer out (a call is required)."""
     calls = [
         {
             "type": "object",
@@ -31,13 +32,13 @@ def decision_schema(tools: Sequence[Tool], answer_max_chars: int | None = None) 
         }
         for t in tools
     ]
-    answer = {
+    final = {
         "type": "object",
         "properties": {"answer": {"type": "string", **({"maxLength": answer_max_chars} if answer_max_chars else {})}},
         "required": ["answer"],
         "additionalProperties": False,
     }
-    return {"anyOf": [*calls, answer]}
+    return {"anyOf": [*calls, final] if answer else calls}
 
 
 def schema_source(schema: Any) -> str:
@@ -54,7 +55,8 @@ def answer_bound(max_tokens: int) -> int:
     return max(8, max_tokens - 8)
 
 
-def decision_constraint(tools: Sequence[Tool], max_tokens: int | None = None) -> Constraint:
-    """The constraint of a decision among `tools`, the answer bounded for `max_tokens`."""
+def decision_constraint(tools: Sequence[Tool], max_tokens: int | None = None, *, answer: bool = True) -> Constraint:
+    """The constraint of a decision among `tools`, the answer bounded for `max_tokens` (or no
+    answer allowed: a tool call is required)."""
     bound = answer_bound(max_tokens) if max_tokens else None
-    return Constraint("json_schema", schema_source(decision_schema(tools, bound)), GRAMMAR_NAME)
+    return Constraint("json_schema", schema_source(decision_schema(tools, bound, answer=answer)), GRAMMAR_NAME)

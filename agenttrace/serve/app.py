@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,6 +41,7 @@ from agenttrace.serve.protocol import (
     error_body,
     new_ids,
     prompt_messages,
+    request_constraint,
     request_params,
     request_tools,
 )
@@ -107,7 +109,12 @@ def create_app(engine: Engine, limits: ServeLimits = ServeLimits()) -> Starlette
             params = request_params(req, default_max_tokens=min(DEFAULT_MAX_TOKENS, limits.max_tokens))
             check_params(params, limits)
             tools = request_tools(req)
-            messages = prompt_messages(req, tools)
+            messages = prompt_messages(req, tools)  # (checks a named tool_choice against the tools)
+            constraint = request_constraint(req, tools, params.max_tokens, constrain_auto=engine.constrained)
+            if constraint is not None and engine.constraint_error:
+                raise RequestError(f"this server cannot constrain decoding: {engine.constraint_error}",
+                                   param="response_format" if req.response_format else "tool_choice")
+            params = replace(params, constraint=constraint)
             prompt = await anyio.to_thread.run_sync(engine.encode, messages)
             check_prompt(len(prompt), prompt_limit)
         except ValidationError as exc:

@@ -64,9 +64,14 @@ class Engine:
     """Our generator behind the server: `model` (with its drafter and prefix cache, as
     configured) serves one request at a time. `model_name` is the name clients must ask for."""
 
-    def __init__(self, model: LocalChatModel, telemetry: Telemetry) -> None:
+    def __init__(self, model: LocalChatModel, telemetry: Telemetry, *, constrained: bool = False,
+                 constraint_error: str | None = None) -> None:
         self.model = model
         self.telemetry = telemetry
+        # constrain "auto" tool requests to the decision grammar too (tool_choice "required", a
+        # named tool and response_format json_schema are constrained always)
+        self.constrained = constrained
+        self.constraint_error = constraint_error  # why requests asking for a grammar are refused
         self._lock = threading.Lock()  # the model and its KV cache: one generation at a time
         self._encode_lock = threading.Lock()  # the tokenizer, kept out of the model's queue
         self._running: set[CancelToken] = set()

@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agenttrace.generation.chat import GenerationParams, Message
+from agenttrace.generation.chat import Constraint, GenerationParams, Message
+from agenttrace.runtime.grammar import decision_constraint, schema_source
 from agenttrace.runtime.parse import ToolCall
 from agenttrace.runtime.prompt import (
     DEFAULT_INSTRUCTIONS,
@@ -31,6 +32,7 @@ __all__ = [
     "completion_body",
     "error_body",
     "prompt_messages",
+    "request_constraint",
     "request_params",
     "request_tools",
 ]
@@ -94,6 +96,11 @@ class StreamOptions(_Wire):
     include_usage: bool = False
 
 
+class ResponseFormat(_Wire):
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    json_schema: dict[str, Any] | None = None
+
+
 class ChatRequest(_Wire):
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
@@ -108,6 +115,7 @@ class ChatRequest(_Wire):
     stream_options: StreamOptions | None = None
     tools: list[ToolSpec] | None = None
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    response_format: ResponseFormat | None = None
     n: int = 1
 
 
@@ -125,6 +133,33 @@ def request_params(req: ChatRequest, default_max_tokens: int = DEFAULT_MAX_TOKEN
         seed=req.seed,
         stop=stop,
     )
+
+
+def request_constraint(req: ChatRequest, tools: Sequence[Tool], max_tokens: int, *,
+                       constrain_auto: bool = False) -> Constraint | None:
+    """The grammar a request asks for: `response_format` json_schema (its schema) or
+    json_object; `tool_choice` "required" (a call to one of the tools) or a named function (a
+    call to it); with `constrain_auto` (the server's --constrained), "auto" too (a call or an
+    answer). None: decode freely. Span attributes name the grammar by kind, never by the
+    caller's own schema name."""
+    rf = req.response_format
+    if rf is not None and rf.type == "json_schema":
+        schema = (rf.json_schema or {}).get("schema")
+        if not isinstance(schema, dict):
+            raise RequestError("response_format.json_schema.schema must be a JSON schema object",
+                               param="response_format.json_schema.schema")
+        return Constraint("json_schema", schema_source(schema), "response_format_json_schema")
+    if rf is not None and rf.type == "json_object":
+        return Constraint("json_schema", schema_source({"type": "object"}), "response_format_json_object")
+    if not tools:
+        return None
+    choice = req.tool_choice
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name")
+        return decision_constraint([t for t in tools if t.name == name], max_tokens, answer=False)
+    if choice == "required":
+        return decision_constraint(tools, max_tokens, answer=False)
+    return decision_constraint(tools, max_tokens) if constrain_auto else None
 
 
 def _unused(**_: Any) -> None:  # pragma: no cover - the server never runs the caller's tools

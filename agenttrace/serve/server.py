@@ -35,10 +35,13 @@ class ServeOptions:
     num_speculative_tokens: int = 8  # the most draft tokens per round (k is adaptive)
     prefix_cache: bool = True  # reuse the KV cache of earlier requests' common prefix
     served_name: str | None = None  # the model name clients ask for (default: the model's)
+    constrained: bool = False  # also constrain tool_choice "auto" requests to the decision grammar
 
 
 def build_engine(loaded: LoadedModel, telemetry: Telemetry, options: ServeOptions = ServeOptions()) -> Engine:
     """An engine over a loaded model (e.g. `agenttrace.generation.models.load_model()`)."""
+    from agenttrace.errors import ConstraintUnavailable
+    from agenttrace.generation.chat import Constraint
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
 
@@ -51,7 +54,17 @@ def build_engine(loaded: LoadedModel, telemetry: Telemetry, options: ServeOption
         adaptive=True,
         prefix_cache=options.prefix_cache,
     )
-    return Engine(model, telemetry)
+    # Map the tokenizer for the grammar engine now, not on the first request that asks for a
+    # schema. A tokenizer it cannot map stops a --constrained server at start-up; any other
+    # server runs and refuses only the requests that ask for a grammar, with the reason.
+    error = None
+    try:
+        model.prepare_constraint(Constraint("json_schema", '{"type":"object"}', "response_format_json_object"))
+    except ConstraintUnavailable as exc:
+        if options.constrained:
+            raise
+        error = str(exc)
+    return Engine(model, telemetry, constrained=options.constrained, constraint_error=error)
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -1,0 +1,338 @@
+"""Grammar-constrained decoding (generation/constrain.py, the loop, the runtime's decision grammar).
+
+The distribution tests run the real loop with a real llguidance matcher over a tiny byte-level
+tokenizer (eight one-character tokens) and a tiny random model: constrained sampling, plain or
+speculative, must give the target's distribution masked by the grammar and renormalised, exactly
+as the unconstrained test in test_verify.py checks losslessness, with the same negative control.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from agenttrace import Agent, AgentConfig, FakeClock, GenerationParams, Telemetry, Tool
+from agenttrace import semconv as sc
+from agenttrace.errors import ConstraintUnavailable
+from agenttrace.generation import loop as loop_module
+from agenttrace.generation import sampling
+from agenttrace.generation.chat import Constraint
+from agenttrace.generation.constrain import GrammarCompiler
+from agenttrace.generation.draft_model import DraftModelDrafter
+from agenttrace.generation.drafters import Draft
+from agenttrace.generation.loop import StopCriteria, generate
+from agenttrace.runtime.grammar import decision_constraint, decision_schema
+from agenttrace.testing import ScriptedModel, capture_telemetry
+
+pytest.importorskip("llguidance")
+from test_verify import P_MIN, broken_verify, tiny  # noqa: E402
+
+CHARS = ["<eos>", "a", "b", "c", "d", "e", "f", "g"]  # token i is CHARS[i]; V = 8 as in test_verify
+V = len(CHARS)
+PROMPT = [1, 5, 3]
+# position 1: a or b; position 2: after a, b or c; after b, c, d or e; position 3: any letter
+REGEX = "(a[bc]|b[cde])[a-g]{1,3}"
+
+
+def allowed_after(prefix: tuple[int, ...]) -> set[int]:
+    """The reference the matcher is checked against, written from REGEX by hand."""
+    if not prefix:
+        return {1, 2}
+    if len(prefix) == 1:
+        return {2, 3} if prefix[0] == 1 else {3, 4, 5}
+    return set(range(1, 8))
+
+
+def tiny_tokenizer(decoder: bool = True):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(CHARS)}, merges=[], unk_token=None))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    if decoder:
+        tk.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<eos>")
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    return GrammarCompiler(tiny_tokenizer(), V, {0})
+
+
+@pytest.fixture(scope="module")
+def models():
+    return tiny(0), tiny(1)
+
+
+class FixedDrafter:
+    """A deterministic drafter (q one-hot, like prompt lookup) that always proposes `tokens`."""
+
+    method = "fixed"
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.tokens = tokens
+
+    def propose(self, context, k, params):
+        return Draft(self.tokens[:k], None)
+
+    def reset(self) -> None:
+        pass
+
+
+class PeakedDrafter:
+    """A sampling drafter whose q puts most of its mass on "c": rejection sampling is lossless
+    for any q, and a peaked one makes a broken correction step easy to see."""
+
+    method = "peaked"
+    Q = torch.tensor([0.02, 0.03, 0.03, 0.8, 0.03, 0.03, 0.03, 0.03])
+
+    def __init__(self, seed: int = 7) -> None:
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def propose(self, context, k, params):
+        tokens = torch.multinomial(self.Q, k, replacement=True, generator=self.gen).tolist()
+        return Draft(tokens, self.Q.expand(k, V).clone())
+
+    def reset(self) -> None:
+        pass
+
+
+REGEX_C = Constraint("regex", REGEX, "test_regex")
+
+
+@torch.inference_mode()
+def masked_joint(model, params: GenerationParams) -> np.ndarray:
+    """The exact distribution of the first three tokens under the grammar: at each position the
+    target's logits with refused tokens at -inf, then the sampling transform (renormalised)."""
+    joint = np.zeros(V**3)
+    for x1 in range(V):
+        for x2 in range(V):
+            for x3 in range(V):
+                seq = (x1, x2, x3)
+                if not all(seq[j] in allowed_after(seq[:j]) for j in range(3)):
+                    continue
+                ids = torch.tensor([PROMPT + [x1, x2]])
+                logits = model(input_ids=ids).logits[0, len(PROMPT) - 1 :].float()  # [3, V]
+                p = 1.0
+                for j in range(3):
+                    row = logits[j].clone()
+                    refused = [t for t in range(V) if t not in allowed_after(seq[:j])]
+                    row[refused] = float("-inf")
+                    p *= float(sampling.probabilities(row, params)[seq[j]])
+                joint[x1 * V * V + x2 * V + x3] = p
+    return joint / joint.sum()
+
+
+def chi_square_p(codes: list[int], expected: np.ndarray) -> float:
+    counts = np.bincount(codes, minlength=V**3).astype(float)
+    n = counts.sum()
+    assert counts[expected == 0].sum() == 0, "a sequence the grammar refuses was sampled"
+    exp = expected * n
+    keep = exp >= 5
+    obs = np.append(counts[keep], counts[~keep].sum())
+    exp = np.append(exp[keep], exp[~keep].sum())
+    nz = exp > 0
+    stat = float(((obs[nz] - exp[nz]) ** 2 / exp[nz]).sum())
+    df = int(nz.sum()) - 1
+    z = ((stat / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def sample_codes(target, compiler, params, samples, drafter=None, k=3) -> list[int]:
+    stop = StopCriteria(frozenset({0}), 3)
+    clock = FakeClock()
+    codes = []
+    for seed in range(samples):
+        out = generate(target, PROMPT, replace(params, seed=seed), stop, clock, drafter=drafter,
+                       num_speculative_tokens=k if drafter is not None else 0,
+                       matcher=compiler.matcher(REGEX_C, clock))
+        assert out.constrain is not None and out.constrain.dead_end is None
+        t = out.tokens
+        codes.append(t[0] * V * V + t[1] * V + t[2])
+    return codes
+
+
+def test_the_matcher_masks_what_the_grammar_allows_and_rolls_back(compiler):
+    m = compiler.matcher(REGEX_C, FakeClock())
+    rows, consumed, cut = m.masks_along([2, 4, 6])  # "bdf"
+    assert cut is False and consumed == 3
+    assert set(rows[0].nonzero()[:, 0].tolist()) == allowed_after(())
+    assert set(rows[1].nonzero()[:, 0].tolist()) == allowed_after((2,))
+    assert set(rows[2].nonzero()[:, 0].tolist()) == allowed_after((2, 4))
+    assert set(rows[3].nonzero()[:, 0].tolist()) == {0, *range(1, 8)}  # complete: EOS or more letters
+    m.rollback(2)  # the target kept only "b"
+    assert m.rollbacks == 1
+    again, consumed, _ = m.masks_along([1])  # "a" cannot follow "b"
+    assert consumed == 0 and set(again[0].nonzero()[:, 0].tolist()) == allowed_after((2,))
+
+
+SAMPLES = 1200  # per arm: each is one call of the real loop
+DRAFTERS = {"plain": lambda m: None, "draft model": lambda m: DraftModelDrafter(m), "fixed": lambda m: FixedDrafter([2, 6, 3]),
+            "peaked": lambda m: PeakedDrafter()}
+
+
+@pytest.mark.parametrize("params,drafters", [
+    (GenerationParams(temperature=1.0), ("plain", "draft model", "fixed", "peaked")),
+    (GenerationParams(temperature=0.8, top_k=4), ("draft model",)),
+], ids=["t1", "t0.8-topk4"])
+def test_constrained_sampling_plain_and_speculative_has_the_masked_distribution(models, compiler, params, drafters):
+    target, draft = models
+    expected = masked_joint(target, params)
+    for name in drafters:
+        p = chi_square_p(sample_codes(target, compiler, params, SAMPLES, DRAFTERS[name](draft)), expected)
+        assert p > P_MIN, f"{name}: chi-square p={p:.2e}"
+
+
+def test_the_negative_control_fails_under_the_constraint_too(models, compiler, monkeypatch):
+    """test_verify's broken sampler (rejections resampled from p, not the residual) in the
+    constrained loop: the same test must catch it."""
+    target, _ = models
+    params = GenerationParams(temperature=1.0)
+    expected = masked_joint(target, params)
+
+    def broken(draft_tokens, q, p, gen):
+        d = torch.tensor([draft_tokens])
+        accepted, extra = broken_verify(d, q.unsqueeze(0) if q is not None else None, p.unsqueeze(0), gen)
+        return int(accepted[0]), int(extra[0])
+
+    monkeypatch.setattr(loop_module, "verify_sampled", broken)
+    p = chi_square_p(sample_codes(target, compiler, params, SAMPLES, PeakedDrafter()), expected)
+    assert p < 1e-6, f"the broken sampler passed: p={p:.2e}"
+
+
+def test_greedy_speculative_constrained_equals_plain_constrained_and_refused_drafts_are_cut(models, compiler):
+    target, _ = models
+    stop = StopCriteria(frozenset({0}), 6)
+    clock = FakeClock()
+    plain = generate(target, PROMPT, GenerationParams(), stop, clock, matcher=compiler.matcher(REGEX_C, clock))
+    assert all(t in allowed_after(tuple(plain.tokens[:j])) for j, t in enumerate(plain.tokens[:2]))
+    # "a a ..." is refused at its second token: one drafted token reaches verification per round at most
+    for drafter in (FixedDrafter([1, 1, 1, 1]), FixedDrafter(plain.tokens[:2] + [7, 7])):
+        spec = generate(target, PROMPT, GenerationParams(), stop, clock, drafter=drafter, num_speculative_tokens=4,
+                        matcher=compiler.matcher(REGEX_C, clock))
+        assert spec.tokens == plain.tokens
+    first = generate(target, PROMPT, GenerationParams(), stop, clock, drafter=FixedDrafter([1, 1, 1, 1]),
+                     num_speculative_tokens=4, matcher=compiler.matcher(REGEX_C, clock))
+    assert first.constrain.drafts_cut >= 3  # "a" never follows the first letter: the whole draft is cut
+
+
+def test_a_dead_end_ends_the_output_and_says_so(models, compiler):
+    target, _ = models
+    clock = FakeClock()
+    # "z" is not in the vocabulary: after "a" nothing can follow
+    out = generate(target, PROMPT, GenerationParams(), StopCriteria(frozenset({0}), 8), clock,
+                   matcher=compiler.matcher(Constraint("regex", "az", "dead"), clock))
+    assert out.tokens == [1] and out.finish_reason == "stop"
+    assert "no token" in out.constrain.dead_end
+
+
+def test_a_grammar_that_does_not_compile_falls_back_with_a_reason(models, compiler):
+    target, _ = models
+    clock = FakeClock()
+    stop = StopCriteria(frozenset({0}), 5)
+    for bad in (Constraint("json_schema", json.dumps({"not": {"type": "string"}}), "bad"),
+                Constraint("json_schema", "{not json", "bad"),
+                Constraint("regex", "(?=a)b", "bad")):
+        m = compiler.matcher(bad, clock)
+        out = generate(target, PROMPT, GenerationParams(), stop, clock, matcher=m)
+        assert out.constrain.fallback and not m.active
+        assert out.tokens == generate(target, PROMPT, GenerationParams(), stop, clock).tokens
+    assert "Unimplemented keys" in compiler.matcher(Constraint("json_schema", json.dumps({"not": {}}), "x"), clock).stats().fallback
+
+
+def test_compiled_grammars_are_cached(compiler):
+    clock = FakeClock()
+    c = Constraint("regex", "[ab]+c", "cached")
+    compiler.compile(c, clock)
+    assert compiler.matcher(c, clock).stats().compile_s == 0.0
+
+
+def test_a_tokenizer_the_engine_cannot_map_fails_at_set_up():
+    with pytest.raises(ConstraintUnavailable, match="cannot map the tokenizer"):
+        GrammarCompiler(tiny_tokenizer(decoder=False), V, {0})
+
+
+# -- the runtime ------------------------------------------------------------------------------
+def _tool(name: str, schema: dict) -> Tool:
+    return Tool(name, f"the {name} tool", schema, lambda **kw: "ok")
+
+
+def test_the_decision_schema_is_the_parse_envelope_with_each_tools_schema():
+    calc = _tool("calculator", {"type": "object", "properties": {"expression": {"type": "string"}},
+                                "required": ["expression"], "additionalProperties": False})
+    schema = decision_schema([calc], 40)
+    call, answer = schema["anyOf"]
+    assert list(call["properties"]) == ["tool", "arguments"] and call["properties"]["arguments"] is calc.parameters
+    assert answer["properties"]["answer"]["maxLength"] == 40
+    assert len(decision_schema([calc], answer=False)["anyOf"]) == 1
+    assert decision_constraint([calc], 48) == decision_constraint([calc], 48)  # one cache key per tool set
+
+
+def test_an_agent_over_a_model_that_cannot_constrain_fails_at_construction():
+    with pytest.raises(ConstraintUnavailable, match="cannot constrain decoding"):
+        Agent(ScriptedModel([], FakeClock()), [_tool("t", {"type": "object"})], config=AgentConfig(constrained=True))
+
+
+class DeadEndModel(ScriptedModel):
+    """A model that constrains: every reply ends at a grammar dead end."""
+
+    def prepare_constraint(self, constraint):
+        return None
+
+    def chat(self, messages, params, *, cancel=None):
+        from agenttrace.generation.chat import ConstrainStats
+
+        assert params.constraint is not None
+        gen = super().chat(messages, params, cancel=cancel)
+        return replace(gen, constrain=ConstrainStats("llguidance", params.constraint.name, dead_end="no token"))
+
+
+def test_a_dead_end_is_a_parse_error_with_its_reason():
+    tel, spans = capture_telemetry(FakeClock())
+    agent = Agent(DeadEndModel(['{"tool": "t"'], tel.clock), [_tool("t", {"type": "object"})], telemetry=tel,
+                  config=AgentConfig(constrained=True, max_attempts=1, max_steps=1))
+    result = agent.run("go")
+    (attempt,) = result.steps[0].attempts
+    assert attempt.outcome is sc.AttemptOutcome.PARSE_ERROR and "dead end" in attempt.error
+    assert attempt.mistake.error_type == "grammar_dead_end"
+
+
+@pytest.mark.model
+def test_constrained_agent_on_the_bundled_model_speculative_equals_plain(bundled, tmp_path):
+    """Under the grammar every reply is one parseable decision; prompt lookup changes no text;
+    the trace carries agenttrace.constrain.* and the report a constrain segment."""
+    from agenttrace import LocalChatModel, PromptLookupDrafter, report_from_files
+    from agenttrace.examples.agents.function_calling import DEFAULT_CONFIG, EXAMPLES
+    from agenttrace.examples.tools import default_tools
+
+    tasks = ["What is 17 * 23?", "Is it clear in Tokyo today?", "Convert 3 miles to km."]
+    texts = {}
+    for arm, drafter in (("plain", None), ("speculative", PromptLookupDrafter())):
+        path = tmp_path / f"{arm}.jsonl"
+        tel = Telemetry(service_name="t", trace_file=path)
+        model = LocalChatModel(bundled.model, bundled.tokenizer, drafter=drafter, num_speculative_tokens=8)
+        agent = Agent(model, default_tools(), telemetry=tel, examples=EXAMPLES,
+                      config=replace(DEFAULT_CONFIG, constrained=True, max_steps=2))
+        results = [agent.run(t) for t in tasks]
+        tel.shutdown()
+        texts[arm] = [a.text for r in results for s in r.steps for a in s.attempts]
+        for r in results:
+            for s in r.steps:
+                for a in s.attempts:
+                    json.loads(a.text)  # always one whole JSON object
+                    assert a.generation.constrain.engine == "llguidance" and a.generation.constrain.fallback is None
+        report = report_from_files([str(path)])
+        assert report.problems == []
+        for task in report.tasks:
+            assert task.segments.constrain > 0
+            assert task.segments.total() == pytest.approx(task.wall_s, abs=1e-6)
+    assert texts["plain"] == texts["speculative"]
+    gens = [json.loads(line) for line in (tmp_path / "speculative.jsonl").read_text().splitlines()]
+    keys = {a["key"] for req in gens for rs in req["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]
+            for a in s.get("attributes", [])}
+    assert {sc.CONSTRAIN_ENGINE, sc.CONSTRAIN_MASK_S, sc.CONSTRAIN_DRAFTS_CUT, sc.CONSTRAIN_ROLLBACKS} <= keys
