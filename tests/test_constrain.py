@@ -176,6 +176,32 @@ DRAFTERS = {"plain": lambda m: None, "draft model": lambda m: DraftModelDrafter(
             "peaked": lambda m: PeakedDrafter()}
 
 
+def test_a_drafted_eos_is_verified_not_consumed_and_a_complete_grammar_cuts_the_draft(compiler):
+    clock = FakeClock()
+    m = compiler.matcher(Constraint("regex", "[ab]+", "eos"), clock)
+    first = m.masks_along([])[0][0].clone()
+    rows, consumed, cut = m.masks_along([1, 0, 2])  # "a", EOS, "b"
+    assert (consumed, cut) == (1, False) and bool(rows[1, 0])  # EOS allowed after "a", left to verification
+    m.rollback(1)  # rejected: back to the start, which an EOS consumed by the matcher could not do
+    assert torch.equal(m.masks_along([])[0][0], first)
+    done = compiler.matcher(Constraint("regex", "ab", "complete"), clock)
+    rows, consumed, cut = done.masks_along([1, 2, 0, 1])
+    assert (consumed, cut) == (2, True) and rows.shape[0] == 3 and done.stopped
+
+
+def test_greedy_drafts_through_the_end_of_the_grammar_match_plain_decoding(models, compiler):
+    target, _ = models
+    clock = FakeClock()
+    stop = StopCriteria(frozenset({0}), 8)
+    for regex in ("[ab]+", "(a|b)(c|d)", "[a-g]{2,5}"):
+        c = Constraint("regex", regex, "t")
+        plain = generate(target, PROMPT, GenerationParams(), stop, clock, matcher=compiler.matcher(c, clock))
+        for draft in ([1, 0, 1, 0], [1, 3, 0, 2], plain.tokens + [0, 4], [2, 2, 2, 2]):
+            spec = generate(target, PROMPT, GenerationParams(), stop, clock, drafter=FixedDrafter(draft),
+                            num_speculative_tokens=4, matcher=compiler.matcher(c, clock))
+            assert spec.tokens == plain.tokens and spec.constrain.dead_end is None, (regex, draft)
+
+
 @pytest.mark.parametrize("params,drafters", [
     (GenerationParams(temperature=1.0), ("plain", "draft model", "fixed", "peaked")),
     (GenerationParams(temperature=0.8, top_k=4), ("draft model",)),

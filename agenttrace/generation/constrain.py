@@ -64,6 +64,7 @@ class GrammarCompiler:
             ) from exc
         self._llg = llguidance
         self.vocab_size = vocab_size
+        self.eos_ids = frozenset(eos_ids)
         eos = sorted(eos_ids)
         try:
             self._tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size, eos_token=eos or None)
@@ -114,7 +115,7 @@ class GrammarCompiler:
         compiled = self.compile(c, clock)
         inner = compiled.prototype.deep_copy() if compiled.prototype is not None else None
         return Matcher(inner, self.vocab_size, clock, grammar=c.name, compile_s=compiled.compile_s,
-                       fallback=compiled.error)
+                       fallback=compiled.error, eos_ids=self.eos_ids)
 
 
 def apply_mask_(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
@@ -136,8 +137,9 @@ class Matcher:
     constrains nothing and only carries the fallback reason to the span."""
 
     def __init__(self, inner: Any | None, vocab_size: int, clock: Clock, *, grammar: str, compile_s: float = 0.0,
-                 fallback: str | None = None) -> None:
+                 fallback: str | None = None, eos_ids: Collection[int] = ()) -> None:
         self._m = inner
+        self._eos = frozenset(eos_ids)
         self._vocab = vocab_size
         self._clock = clock
         self._grammar = grammar
@@ -196,8 +198,11 @@ class Matcher:
         """The masks of a verify pass over (pending token, *draft): row i is what the grammar
         allows after draft[:i]. Consumes the draft up to its first refused token and returns
         (masks, tokens consumed, must_cut); rows past the refused token are all True
-        (verification cannot reach them). must_cut: a drafted token led to a dead end, so the
-        draft has to end before it whatever the drafter. (None, len(draft), False) when inactive."""
+        (verification cannot reach them). A drafted EOS the grammar allows is verified but not
+        consumed (llguidance cannot roll an EOS back; an accepted one ends the output anyway).
+        must_cut: the draft has to end after the consumed tokens whatever the drafter, because
+        the grammar is complete there (plain decoding stops at that point too) or a drafted
+        token led to a dead end. (None, len(draft), False) when inactive."""
         if self._m is None:
             return None, len(draft), False
         start = self._clock.now_ns()
@@ -213,7 +218,12 @@ class Matcher:
                     # draft[i-1] is allowed but leads nowhere: undo it and end the draft before it
                     self._m.rollback(1)
                     return rows[:i], consumed - 1, True
-                if i == len(draft) or not rows[i, draft[i]] or not self._m.consume_token(draft[i]):
+                if i == len(draft):
+                    break
+                if self._m.is_stopped():
+                    return rows[: i + 1], consumed, True
+                token = draft[i]
+                if not rows[i, token] or token in self._eos or not self._m.consume_token(token):
                     break
                 consumed += 1
             return rows, consumed, False

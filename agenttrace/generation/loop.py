@@ -228,11 +228,13 @@ def generate(
                             accepted, nxt = verify_sampled(draft.tokens, q, sampling.probabilities(logits, params), rng)
                         kv.crop(cache, base + 1 + accepted)
                         out += draft.tokens[:accepted]
-                        if constrained:
+                        if not constrained:
+                            out.append(nxt)
+                        elif accepted <= consumed:  # (more: a drafted EOS was accepted, the output ends there)
                             matcher.rollback(consumed - accepted)  # type: ignore[union-attr]
-                        if not (constrained and matcher.stopped):  # type: ignore[union-attr]
-                            out.append(nxt)  # (a complete grammar takes no more tokens: plain decoding stops here too)
-                            if constrained:
+                            if not matcher.stopped:  # type: ignore[union-attr]
+                                # (a complete grammar takes no more tokens: plain decoding stops here too)
+                                out.append(nxt)
                                 matcher.advance(nxt)  # type: ignore[union-attr]
                         rnd = SpecRound(draft_start, draft_end, verify_start, clock.now_ns(), n, accepted, k)
                         rounds.append(rnd)

@@ -13,7 +13,7 @@ from agenttrace.report import charts
 from agenttrace.report.model import Comparison, Report, TaskFigures
 from agenttrace.report.seen import input_lines, no_tasks_message
 from agenttrace.report.text import html_text as esc
-from agenttrace.report.text import ms, summary_grid, task_notes
+from agenttrace.report.text import ms, summary_grid, task_notes, whatif_method
 from agenttrace.report.text import num as _f
 
 _CSS = """
@@ -101,7 +101,7 @@ def _whatif(report: Report) -> str:
     if not report.whatif:
         return '<p class="note">No speculative generations in these traces.</p>'
     rows = "".join(
-        f"<tr><td>{esc(w.label or '-')}</td><td>{esc(w.method)}</td><td>{_f(w.alpha, 3)}</td><td>{_f(w.c, 4)}</td>"
+        f"<tr><td>{esc(w.label or '-')}</td><td>{esc(whatif_method(w))}</td><td>{_f(w.alpha, 3)}</td><td>{_f(w.c, 4)}</td>"
         f"<td>{w.actual_k or '-'}</td><td>{_f(w.speedup_at_actual_k, 2)}</td><td>{w.best_k or '-'}</td>"
         f"<td>{_f(w.best_speedup, 2)}</td><td>{_f(w.predicted_speedup, 2)}</td>"
         f"<td>{_f(w.measured_speedup, 2)}{' est.' if w.measured_is_estimate else ''}</td></tr>"

@@ -10,7 +10,7 @@ from agenttrace.report.model import (
     WhatIf,
 )
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.text import markdown_code, ms, segment_header, spec_line, step_label, summary_grid, task_notes
+from agenttrace.report.text import markdown_code, ms, segment_header, spec_line, step_label, summary_grid, task_notes, whatif_method
 from agenttrace.report.text import markdown_text as _cell
 from agenttrace.report.text import num as _f
 
@@ -61,7 +61,7 @@ def _whatif(ws: list[WhatIf]) -> list[str]:
     rows = []
     for w in ws:
         curve = " ".join(f"{p.k}:{p.speedup:.2f}" for p in w.curve) or "-"
-        rows.append([w.label or "-", w.method, _f(w.alpha, 3), _f(w.c, 4), str(w.actual_k or "-"),
+        rows.append([w.label or "-", whatif_method(w), _f(w.alpha, 3), _f(w.c, 4), str(w.actual_k or "-"),
                      _f(w.speedup_at_actual_k, 2), str(w.best_k or "-"), _f(w.best_speedup, 2), _f(w.predicted_speedup, 2),
                      _f(w.measured_speedup, 2) + (" est." if w.measured_is_estimate else ""), curve])
     return [*out, *_table(["run", "drafter", "alpha", "c", "k", "S(k)", "best k", "S(best)", "predicted", "measured",

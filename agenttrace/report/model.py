@@ -131,6 +131,14 @@ class GenerationFigures(BaseModel):
         None, description="time after prefill per output token: (wall - prefill) / output tokens")
     fallback: bool = False
     fallback_reason: str | None = None
+    constrain_engine: str | None = Field(None, description="agenttrace.constrain.engine (None: unconstrained)")
+    constrain_s: float = Field(0.0, description="grammar mask and compile time (agenttrace.constrain.mask_s + compile_s)")
+    drafts_cut: int = Field(0, description="drafted tokens the grammar refused before verification")
+    constrain_fallback: str | None = Field(None, description="why the call decoded unconstrained")
+
+    @property
+    def constrained(self) -> bool:
+        return self.constrain_engine is not None and self.constrain_fallback is None
 
 
 class PathSectionFigures(BaseModel):
@@ -247,6 +255,10 @@ class RunFigures(BaseModel):
     retry_s: float
     speculation: SpecFigures
     label: str | None = Field(None, description="the agenttrace.run.label these figures cover (None: all tasks)")
+    generations: int = Field(0, description="model calls")
+    constrained_generations: int = Field(0, description="model calls decoded under a grammar")
+    constrain_fallbacks: int = Field(0, description="calls that asked for a grammar and decoded unconstrained")
+    drafts_cut: int = Field(0, description="drafted tokens the grammar refused before verification")
     partial_tasks: int = Field(0, description="tasks whose agent span is missing (not in task-level figures)")
     retry_segments: SegmentTimes = Field(default_factory=SegmentTimes)
     overlap_s: float = 0.0
@@ -278,6 +290,7 @@ class WhatIf(BaseModel):
     method: str
     generations: int
     rounds: int
+    constrained: bool = Field(False, description="the generations decoded under a grammar (drafts cut, masks)")
     draft_tokens: int
     accepted_tokens: int
     alpha: float | None = Field(description="estimated per-token acceptance probability")

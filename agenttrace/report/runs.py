@@ -72,6 +72,10 @@ def run_figures(tasks: list[TaskFigures], label: str | None = None) -> RunFigure
         overlap_s=sum(t.overlap_s for t in tasks),
         overlap_segments=overlap,
         speculation=aggregate(gens),
+        generations=len(gens),
+        constrained_generations=sum(g.constrained for g in gens),
+        constrain_fallbacks=sum(g.constrain_engine is not None and g.constrain_fallback is not None for g in gens),
+        drafts_cut=sum(g.drafts_cut for g in gens),
         speculation_by_method=[aggregate(by_method[m]) for m in sorted(by_method)],
     )
 

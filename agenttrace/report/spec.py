@@ -209,6 +209,10 @@ def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int,
         decode_s_per_token=max(0.0, wall - prefill) / out_tokens if out_tokens and knows_prefill else None,
         fallback=bool(a.get(sc.SPEC_FALLBACK)),
         fallback_reason=str(reason) if reason is not None else None,
+        constrain_engine=str(a[sc.CONSTRAIN_ENGINE]) if sc.CONSTRAIN_ENGINE in a else None,
+        constrain_s=_num(a, sc.CONSTRAIN_MASK_S) + _num(a, sc.CONSTRAIN_COMPILE_S),
+        drafts_cut=int(_num(a, sc.CONSTRAIN_DRAFTS_CUT)),
+        constrain_fallback=str(a[sc.CONSTRAIN_FALLBACK]) if sc.CONSTRAIN_FALLBACK in a else None,
     ))
 
 

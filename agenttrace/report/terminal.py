@@ -14,7 +14,7 @@ from agenttrace.report.model import (
     WhatIf,
 )
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.text import ms, segment_header, spec_line, step_label, summary_grid, task_notes
+from agenttrace.report.text import ms, segment_header, spec_line, step_label, summary_grid, task_notes, whatif_method
 from agenttrace.report.text import num as _num
 from agenttrace.report.text import terminal_text as _t
 
@@ -102,7 +102,7 @@ def whatif_table(whatifs: list[WhatIf]) -> Table:
         t.add_column(col, justify="right" if col not in ("run", "drafter") else "left")
     for w in whatifs:
         t.add_row(
-            _t(w.label or "-"), _t(w.method), _num(w.alpha, 3), _num(w.c, 4), str(w.actual_k or "-"), _num(w.speedup_at_actual_k, 2),
+            _t(w.label or "-"), _t(whatif_method(w)), _num(w.alpha, 3), _num(w.c, 4), str(w.actual_k or "-"), _num(w.speedup_at_actual_k, 2),
             str(w.best_k or "-"), _num(w.best_speedup, 2), _num(w.best_over_actual, 2), _num(w.predicted_speedup, 2),
             _num(w.measured_speedup, 2) + (" est." if w.measured_is_estimate else ""),
         )

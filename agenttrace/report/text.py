@@ -177,9 +177,29 @@ def summary_rows(r: RunFigures) -> list[tuple[str, str]]:
         ("where the time went", shares or "-"),
         ("generation", spec_line(r.speculation)),
     ]
+    if r.constrained_generations or r.constrain_fallbacks:
+        rows.append(("constrained decoding", constrain_line(r)))
     if r.overlap_s > 0:
         rows.append(("in parallel, off the critical path", f"{r.overlap_s:.2f} s"))
     return rows
+
+
+def whatif_method(w) -> str:
+    """A what-if's drafter, marked when its generations were constrained (their own what-if)."""
+    return f"{w.method} (constrained)" if w.constrained else w.method
+
+
+def constrain_line(r: RunFigures) -> str:
+    """How many calls decoded under a grammar and what the grammar cost them."""
+    segs = r.segments
+    model = segs.prefill + segs.draft + segs.verify + segs.constrain + segs.generation
+    parts = [f"{r.constrained_generations}/{r.generations} generations under a grammar",
+             f"masks and compiling {1e3 * segs.constrain:.0f} ms ({pct(segs.constrain / model if model else None)} of model time)"]
+    if r.drafts_cut:
+        parts.append(f"{r.drafts_cut} drafted tokens refused before verification")
+    if r.constrain_fallbacks:
+        parts.append(f"{r.constrain_fallbacks} decoded unconstrained (grammar did not compile)")
+    return "; ".join(parts)
 
 
 def summary_grid(runs: list[RunFigures]) -> list[tuple[str, list[str]]]:

@@ -184,24 +184,27 @@ def whatif_for(label: str | None, method: str, gens: list[GenerationFigures], st
 
 
 def whatifs(analyses: list[TaskAnalysis]) -> list[WhatIf]:
-    """One what-if per (run label, speculative method) present, in first-seen order."""
-    gens: dict[tuple[str | None, str], list[GenerationFigures]] = defaultdict(list)
+    """One what-if per (run label, speculative method, constrained or not) present, in first-seen
+    order. A grammar changes what is drafted and verified (refused drafts are cut), so constrained
+    generations are never pooled with unconstrained ones, nor measured against their plain arm."""
+    gens: dict[tuple[str | None, str, bool], list[GenerationFigures]] = defaultdict(list)
     stats: dict[tuple[str | None, str], AcceptanceStats] = {}
-    plain: dict[str | None, Decoding] = defaultdict(Decoding)  # by model
+    plain: dict[tuple[str | None, bool], Decoding] = defaultdict(Decoding)  # by model and constraint
     for a in analyses:
         label = a.figures.run_label
         for step in a.figures.steps:
             for g in step.generations:
                 if g.method == "none":
-                    plain[g.model].add(g)
+                    plain[(g.model, g.constrained)].add(g)
                 else:
-                    gens[(label, g.method)].append(g)
+                    gens[(label, g.method, g.constrained)].append(g)
         for method, st in a.acceptance:
             if method != "none":
                 stats.setdefault((label, method), AcceptanceStats()).merge(st)
     out = []
-    for (label, method), gs in gens.items():
+    for (label, method, constrained), gs in gens.items():
         models = Counter(g.model for g in gs)
-        arm = plain.get(models.most_common(1)[0][0])
-        out.append(whatif_for(label, method, gs, stats.get((label, method), AcceptanceStats()), arm))
+        arm = plain.get((models.most_common(1)[0][0], constrained))
+        w = whatif_for(label, method, gs, stats.get((label, method), AcceptanceStats()), arm)
+        out.append(w.model_copy(update={"constrained": constrained}) if constrained else w)
     return out
