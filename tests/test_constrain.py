@@ -362,3 +362,61 @@ def test_constrained_agent_on_the_bundled_model_speculative_equals_plain(bundled
     keys = {a["key"] for req in gens for rs in req["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]
             for a in s.get("attributes", [])}
     assert {sc.CONSTRAIN_ENGINE, sc.CONSTRAIN_MASK_S, sc.CONSTRAIN_DRAFTS_CUT, sc.CONSTRAIN_ROLLBACKS} <= keys
+
+
+# -- reports -----------------------------------------------------------------------------------
+class ConstrainedScript(ScriptedModel):
+    """A scripted model whose calls say they were constrained, with known mask and compile times
+    (mask time is extra wall time inside the call, outside prefill and the rounds)."""
+
+    MASK_S, COMPILE_S = 0.05, 0.01
+
+    def prepare_constraint(self, constraint):
+        return None
+
+    def chat(self, messages, params, *, cancel=None):
+        from agenttrace.generation.chat import ConstrainStats
+
+        gen = super().chat(messages, params, cancel=cancel)
+        end = self.clock.advance_s(self.MASK_S + self.COMPILE_S)
+        return replace(gen, end_ns=end, constrain=ConstrainStats("llguidance", params.constraint.name, self.MASK_S,
+                                                                 self.COMPILE_S, drafts_cut=2, rollbacks=1))
+
+
+def _scripted_run(path, constrained: bool, label: str):
+    from agenttrace.testing import ScriptedReply
+
+    clock = FakeClock()
+    tel = Telemetry(service_name="t", run_label=label, trace_file=path, clock=clock)
+    replies = [ScriptedReply('{"tool": "t", "arguments": {}}', rounds=((3, 2, 0.01, 0.05),)),
+               ScriptedReply('{"answer": "ok"}', rounds=((3, 1, 0.01, 0.05),))]
+    cls = ConstrainedScript if constrained else ScriptedModel
+    model = cls(replies, clock, method="prompt_lookup", num_speculative_tokens=3)
+    Agent(model, [_tool("t", {"type": "object"})], telemetry=tel, config=AgentConfig(constrained=constrained)).run("go")
+    tel.shutdown()
+
+
+def test_reports_carve_the_constrain_segment_and_compare_constrained_with_unconstrained(tmp_path, capsys):
+    from agenttrace.cli import main
+    from agenttrace.report import report_from_files
+
+    on, off = tmp_path / "constrained.jsonl", tmp_path / "free.jsonl"
+    _scripted_run(on, True, "constrained")
+    _scripted_run(off, False, "free")
+    report = report_from_files([str(on)])
+    (task,) = report.tasks
+    for step in task.steps:  # mask + compile of the step's one call, and the segments still sum
+        assert step.segments.constrain == pytest.approx(0.06, abs=1e-6)
+        assert step.segments.total() == pytest.approx(step.wall_s, abs=1e-6)
+    run = report.run
+    assert (run.constrained_generations, run.generations, run.drafts_cut) == (2, 2, 4)
+    both = report_from_files([str(on), str(off)])
+    methods = {(w.label, w.method, w.constrained) for w in both.whatif}
+    assert methods == {("constrained", "prompt_lookup", True), ("free", "prompt_lookup", False)}
+    for fmt in ("markdown", "html", "json"):
+        page = tmp_path / f"report.{fmt}"
+        assert main(["report", str(on), "--format", fmt, "-o", str(page)]) == 0
+        assert ("constrain_engine" if fmt == "json" else "2/2 generations under a grammar") in page.read_text()
+    assert main(["compare", str(off), str(on)]) == 0
+    out = capsys.readouterr().out
+    assert "constrained decoding" in out and "step time: constrain" in out

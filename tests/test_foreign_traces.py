@@ -126,7 +126,7 @@ def test_a_foreign_instrumentation_gives_the_report_our_api_gives(mode, env, con
     for t in report.tasks:
         assert DELAY_S <= t.retry_s < t.steps[0].wall_s
         assert t.retry_segments.generation >= DELAY_S
-    assert all(t.absent == ["prefill", "draft", "verify", "parse", "validation"] for t in report.tasks)
+    assert all(t.absent == ["prefill", "draft", "verify", "constrain", "parse", "validation"] for t in report.tasks)
 
 
 FIGURES = {"TTVTC": lambda t: t.ttvtc_s, "tool time": lambda t: t.segments.tool, "retry cost": lambda t: t.retry_s}

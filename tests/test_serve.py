@@ -105,6 +105,49 @@ def test_tools_become_tool_calls_streamed_or_not(client):
     assert [s.attributes[sc.PARSE_RESULT] for s in served["parse_tool_call"]] == ["tool_call", "tool_call"]
 
 
+def test_tool_choice_required_and_a_json_schema_are_decoded_under_their_grammar(client):
+    wrapped, spans, server_spans, model = client
+    ask = [{"role": "user", "content": "Tell me about the weather in Oslo."}]
+    reply = wrapped.chat.completions.create(model=model, messages=ask, tools=TOOLS, tool_choice="required", max_tokens=32)
+    (call,) = reply.choices[0].message.tool_calls
+    assert call.function.name == "weather" and isinstance(json.loads(call.function.arguments)["city"], str)
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "warm": {"type": "boolean"}},
+              "required": ["city", "warm"], "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "forecast", "schema": schema}}
+    reply = wrapped.chat.completions.create(model=model, messages=ask, response_format=fmt, max_tokens=40)
+    doc = json.loads(reply.choices[0].message.content)
+    assert set(doc) == {"city", "warm"} and isinstance(doc["warm"], bool)
+    served = spans_by_name(server_spans.get_finished_spans())[f"chat {model}"]
+    assert [s.attributes[sc.CONSTRAIN_GRAMMAR] for s in served] == ["tool_call_json", "response_format_json_schema"]
+    assert all(s.attributes[sc.CONSTRAIN_ENGINE] == "llguidance" and s.attributes[sc.CONSTRAIN_MASK_S] > 0 for s in served)
+    # an unconstrained request stays unconstrained
+    wrapped.chat.completions.create(model=model, messages=ask, max_tokens=4)
+    assert sc.CONSTRAIN_ENGINE not in spans_by_name(server_spans.get_finished_spans())[f"chat {model}"][-1].attributes
+
+
+def test_request_constraints_follow_tool_choice_and_response_format():
+    from agenttrace.serve.protocol import ChatRequest, request_constraint, request_tools
+
+    def constraint(auto=False, **extra):
+        req = ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra})
+        return request_constraint(req, request_tools(req), 64, constrain_auto=auto)
+
+    assert constraint() is None and constraint(tools=TOOLS) is None and constraint(tools=TOOLS, tool_choice="auto") is None
+    auto = json.loads(constraint(True, tools=TOOLS, tool_choice="auto").source)  # a server run with --constrained
+    assert len(auto["anyOf"]) == 2 and "answer" in auto["anyOf"][1]["properties"]
+    assert constraint(True, tools=TOOLS, tool_choice="none") is None
+    required = json.loads(constraint(tools=TOOLS, tool_choice="required").source)
+    assert [alt["properties"]["tool"]["const"] for alt in required["anyOf"]] == ["weather"]  # no answer allowed
+    named = constraint(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "weather"}})
+    assert json.loads(named.source) == required
+    assert constraint(response_format={"type": "json_object"}).name == "response_format_json_object"
+    assert constraint(response_format={"type": "text"}) is None
+    from agenttrace.serve.protocol import RequestError
+
+    with pytest.raises(RequestError, match="must be a JSON schema object"):
+        constraint(response_format={"type": "json_schema", "json_schema": {"name": "x"}})
+
+
 def test_bad_requests_get_openai_errors(client):
     wrapped, spans, server_spans, model = client
     with pytest.raises(openai.NotFoundError, match="is not served here"):

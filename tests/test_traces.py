@@ -65,7 +65,7 @@ def test_genai_loop_becomes_steps_with_a_retry_and_exact_figures(tmp_path):
     assert task.steps[0].generations[0].input_tokens == 20
     assert set(task.inferred) == {"steps and attempts", "retries", "decision moments (TTVTC)", "attempt validity",
                                   "task outcome"}
-    assert task.absent == ["prefill", "draft", "verify", "parse", "validation"]
+    assert task.absent == ["prefill", "draft", "verify", "constrain", "parse", "validation"]
 
 
 def test_a_vllm_server_span_splits_the_client_call_into_network_queue_prefill_and_decode(tmp_path):

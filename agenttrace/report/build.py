@@ -6,12 +6,8 @@ what-if (`runs.py`) -> one `Report`.
 from __future__ import annotations
 
 from agenttrace.report.figures import analyse
-from agenttrace.report.model import (
-    ConventionFigures,
-    InputFigures,
-    LeftOutFigures,
-    Report,
-)
+from agenttrace.report.inputs import ConventionFigures, InputFigures, LeftOutFigures
+from agenttrace.report.model import Report
 from agenttrace.report.runs import assemble_report
 from agenttrace.report.tree import SpanTree
 from agenttrace.traces import Reading, normalise, structure

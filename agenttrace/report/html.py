@@ -13,7 +13,7 @@ from agenttrace.report import charts
 from agenttrace.report.model import Comparison, Report, TaskFigures
 from agenttrace.report.seen import input_lines, no_tasks_message
 from agenttrace.report.text import html_text as esc
-from agenttrace.report.text import ms, summary_grid, task_notes, whatif_method
+from agenttrace.report.text import constraint_comparison, ms, summary_grid, task_notes, whatif_method
 from agenttrace.report.text import num as _f
 
 _CSS = """
@@ -127,7 +127,8 @@ def _comparison(c: Comparison) -> str:
             f"interval ({c.resamples} resamples, seed {c.seed}); an interval containing 1.0 is noise.</p>")
     table = (f"<table><tr><th>figure</th><th>{esc(c.a)} p50</th><th>{esc(c.b)} p50</th><th>ratio</th><th>interval</th>"
              f"<th>n</th><th>verdict</th></tr>{rows}</table>")
-    return head + charts.comparison(c) + table
+    line = constraint_comparison(c)
+    return head + charts.comparison(c) + table + (f'<p class="note">{esc(line)}</p>' if line else "")
 
 
 def report_html(report: Report, comparison: Comparison | None = None) -> str:

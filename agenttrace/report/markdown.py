@@ -10,7 +10,7 @@ from agenttrace.report.model import (
     WhatIf,
 )
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.text import markdown_code, ms, segment_header, spec_line, step_label, summary_grid, task_notes, whatif_method
+from agenttrace.report.text import constraint_comparison, markdown_code, ms, segment_header, spec_line, step_label, summary_grid, task_notes, whatif_method
 from agenttrace.report.text import markdown_text as _cell
 from agenttrace.report.text import num as _f
 
@@ -102,6 +102,9 @@ def comparison_markdown(c: Comparison) -> str:
            f"Ratio of medians ({_cell(c.b)} / {_cell(c.a)}) with a {c.confidence:.0%} bootstrap interval ({c.resamples} resamples, "
            f"seed {c.seed}); an interval containing 1.0 is noise.", "",
            *_table(["figure", f"{c.a} p50", f"{c.b} p50", "ratio", "interval", "n", "verdict"], rows), ""]
+    line = constraint_comparison(c)
+    if line:
+        out += [_cell(line), ""]
     if c.problems:
         out += ["## Problems met while reading", "", *(f"- {_cell(p)}" for p in c.problems), ""]
     return "\n".join(out)

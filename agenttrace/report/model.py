@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field, computed_field, create_model
 
+from agenttrace.report.inputs import InputFigures
 from agenttrace.report.jsondoc import JsonDocument
 from agenttrace.semconv import Segment
 
@@ -131,10 +132,12 @@ class GenerationFigures(BaseModel):
         None, description="time after prefill per output token: (wall - prefill) / output tokens")
     fallback: bool = False
     fallback_reason: str | None = None
-    constrain_engine: str | None = Field(None, description="agenttrace.constrain.engine (None: unconstrained)")
-    constrain_s: float = Field(0.0, description="grammar mask and compile time (agenttrace.constrain.mask_s + compile_s)")
-    drafts_cut: int = Field(0, description="drafted tokens the grammar refused before verification")
-    constrain_fallback: str | None = Field(None, description="why the call decoded unconstrained")
+    # agenttrace.constrain.*: the engine (None: unconstrained), mask + compile time, drafted
+    # tokens cut before verification, and why a call that asked for a grammar decoded without it
+    constrain_engine: str | None = None
+    constrain_s: float = 0.0
+    drafts_cut: int = 0
+    constrain_fallback: str | None = None
 
     @property
     def constrained(self) -> bool:
@@ -255,10 +258,12 @@ class RunFigures(BaseModel):
     retry_s: float
     speculation: SpecFigures
     label: str | None = Field(None, description="the agenttrace.run.label these figures cover (None: all tasks)")
-    generations: int = Field(0, description="model calls")
-    constrained_generations: int = Field(0, description="model calls decoded under a grammar")
-    constrain_fallbacks: int = Field(0, description="calls that asked for a grammar and decoded unconstrained")
-    drafts_cut: int = Field(0, description="drafted tokens the grammar refused before verification")
+    # model calls; those decoded under a grammar, those that asked for one and decoded without
+    # it (it did not compile); drafted tokens cut before verification
+    generations: int = 0
+    constrained_generations: int = 0
+    constrain_fallbacks: int = 0
+    drafts_cut: int = 0
     partial_tasks: int = Field(0, description="tasks whose agent span is missing (not in task-level figures)")
     retry_segments: SegmentTimes = Field(default_factory=SegmentTimes)
     overlap_s: float = 0.0
@@ -331,34 +336,6 @@ class WhatIf(BaseModel):
     def measured_is_estimate(self) -> bool:
         """True when `measured_speedup` is an estimate (no plain arm): renderings mark it."""
         return self.measured_speedup_source is not None and self.measured_speedup_source != "plain arm"
-
-
-class ConventionFigures(BaseModel):
-    """One span convention recognised in one input."""
-
-    name: str = Field(description="agenttrace, OpenTelemetry GenAI, OpenInference, OpenLLMetry, pydantic-ai, vLLM server, ...")
-    spans: int
-    segments: dict[str, int] = Field(description="spans mapped to each segment")
-    variants: list[str] = Field(default_factory=list, description="attribute sets or versions of the convention seen")
-
-
-class LeftOutFigures(BaseModel):
-    """Spans of one input that were not mapped to a segment, for one reason."""
-
-    convention: str | None = Field(description="the convention that recognised them (None: none did)")
-    reason: str
-    spans: int
-    names: list[str] = Field(description="their span names (the first few distinct ones)")
-
-
-class InputFigures(BaseModel):
-    """What the report saw in one input (a file, or a Jaeger query)."""
-
-    source: str
-    spans: int
-    conventions: list[ConventionFigures]
-    left_out: list[LeftOutFigures] = Field(default_factory=list)
-    inferred: list[str] = Field(default_factory=list, description="figures inferred for this input's tasks")
 
 
 class Report(JsonDocument):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agenttrace.report.model import InputFigures, Report
+from agenttrace.report.inputs import InputFigures
+from agenttrace.report.model import Report
 
 __all__ = ["InputLines", "input_lines", "no_tasks_message"]
 

@@ -14,7 +14,7 @@ from agenttrace.report.model import (
     WhatIf,
 )
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.text import ms, segment_header, spec_line, step_label, summary_grid, task_notes, whatif_method
+from agenttrace.report.text import constraint_comparison, ms, segment_header, spec_line, step_label, summary_grid, task_notes, whatif_method
 from agenttrace.report.text import num as _num
 from agenttrace.report.text import terminal_text as _t
 
@@ -130,6 +130,9 @@ def render_comparison(c: Comparison, console: Console | None = None) -> None:
     for problem in c.problems:
         console.print(f"[yellow]warning:[/] {_t(problem)}", highlight=False)
     console.print(comparison_table(c))
+    line = constraint_comparison(c)
+    if line:
+        console.print(_t(line), highlight=False)
 
 
 def make_console() -> Console:

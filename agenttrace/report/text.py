@@ -184,6 +184,19 @@ def summary_rows(r: RunFigures) -> list[tuple[str, str]]:
     return rows
 
 
+def constraint_comparison(c) -> str | None:
+    """One line for a comparison where either side decoded under a grammar: each side's
+    constrained calls, and the validity and completion the constraint is there to change."""
+    if not (c.a_run.constrained_generations or c.b_run.constrained_generations):
+        return None
+
+    def side(name: str, r: RunFigures) -> str:
+        how = constrain_line(r) if r.constrained_generations else "unconstrained"
+        return f"{name}: {how}; attempts valid {pct(r.validity_rate)}, tasks completed {pct(r.completion_rate)}"
+
+    return f"constrained decoding - {side(c.a, c.a_run)} | {side(c.b, c.b_run)}"
+
+
 def whatif_method(w) -> str:
     """A what-if's drafter, marked when its generations were constrained (their own what-if)."""
     return f"{w.method} (constrained)" if w.constrained else w.method
