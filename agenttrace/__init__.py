@@ -13,6 +13,7 @@ from agenttrace.clock import Clock, FakeClock, MonotonicClock
 from agenttrace.errors import (
     AgentTraceError,
     ArgumentsInvalid,
+    ConstraintUnavailable,
     GenerationCancelled,
     InputFileError,
     ModelMistake,
@@ -24,6 +25,7 @@ from agenttrace.errors import (
 from agenttrace.generation.chat import (
     CancelToken,
     ChatModel,
+    Constraint,
     Generation,
     GenerationParams,
     Message,
@@ -92,6 +94,8 @@ __all__ = [
     "FakeClock",
     "FinalAnswer",
     "Generation",
+    "Constraint",
+    "ConstraintUnavailable",
     "GenerationCancelled",
     "GenerationParams",
     "InputFileError",

@@ -9,7 +9,7 @@ import agenttrace
 
 EXPECTED = {
     "Agent", "AgentConfig", "AgentTraceError", "ArgumentsInvalid", "AttemptRecord", "CancelToken", "ChatModel",
-    "Clock", "Example", "ExpectedCall", "FakeClock", "FinalAnswer", "Generation", "GenerationCancelled",
+    "Clock", "Constraint", "ConstraintUnavailable", "Example", "ExpectedCall", "FakeClock", "FinalAnswer", "Generation", "GenerationCancelled",
     "GenerationParams", "InputFileError", "LocalChatModel", "Message", "ModelMistake", "ModelUnavailable",
     "MonotonicClock", "ParseError", "PromptLookupDrafter", "PromptStyle", "SpecRound", "StepRecord", "Task",
     "TaskResult", "Telemetry", "Tool", "ToolCall", "ToolError", "ToolFailed", "load_model", "load_tasks",

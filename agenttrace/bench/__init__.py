@@ -8,4 +8,5 @@ BENCHES: tuple[str, ...] = (
     "agenttrace.bench.harness",
     "agenttrace.bench.verify_cost",
     "agenttrace.bench.overhead",
+    "agenttrace.bench.grammar",
 )
