@@ -188,13 +188,17 @@ def generate(
             out: list[int] = []
             rounds: list[SpecRound] = []
             passes = 0
+            # The first mask is timed as constrain, not prefill: the prefill span ends before it.
+            prefill_end = clock.now_ns()
             try:
                 if constrained:
                     matcher.mask_(logits[-1])  # type: ignore[union-attr]
                 out.append(sampling.choose(logits[-1], params, rng))
                 if constrained:
                     matcher.advance(out[-1])  # type: ignore[union-attr]
-                prefill_end = first_token = clock.now_ns()
+                first_token = clock.now_ns()
+                if not constrained:
+                    prefill_end = first_token
                 if on_tokens is not None:
                     on_tokens(list(out))
                 result = _finished(out, 0, stop, matcher)
@@ -263,7 +267,7 @@ def generate(
             except GrammarDeadEnd as exc:
                 matcher.dead_end = str(exc)  # type: ignore[union-attr]
                 if not out:
-                    prefill_end = first_token = clock.now_ns()
+                    first_token = clock.now_ns()
                 result = (len(out), "stop")
 
         keep, reason = result
