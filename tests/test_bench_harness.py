@@ -258,3 +258,31 @@ def test_a_chunk_reads_one_injected_clock_for_its_wall_times_and_spans(tmp_path)
     assert record.outcome == "completed" and record.wall_s == 1.375
     [traced] = report_from_files([str(trace_path(tmp_path, "r0-tool_calls", "baseline"))]).tasks
     assert traced.wall_s == 1.375  # its spans were timed on the same clock
+
+
+def test_constrained_arms_decode_like_their_base_arm_and_are_checked_against_the_plain_constrained_arm():
+    from agenttrace.bench.harness.arms import arm_config, check_arms, decoding
+    from agenttrace.bench.harness.figures import reference_arm
+    from agenttrace.runtime.agent import AgentConfig
+
+    assert decoding("constrained") == ("baseline", True)
+    assert decoding("prompt_lookup_constrained") == ("prompt_lookup", True)
+    assert decoding("early_exit_fixed") == ("early_exit_fixed", False)
+    assert arm_config("prompt_lookup_constrained", AgentConfig()).constrained is True
+    assert arm_config("prompt_lookup", AgentConfig(constrained=True)).constrained is False
+    check_arms(("baseline", "constrained", "prompt_lookup_constrained", "early_exit_fixed_constrained"))
+    for bad in ("baseline_constrained", "nope_constrained", "nope"):
+        with pytest.raises(ValueError, match="unknown arm"):
+            check_arms((bad,))
+    arms = ("baseline", "prompt_lookup", "constrained", "prompt_lookup_constrained")
+    assert [reference_arm(a, arms) for a in arms] == [None, "baseline", None, "constrained"]
+    assert reference_arm("prompt_lookup_constrained", ("constrained", "prompt_lookup_constrained")) == "constrained"
+
+
+def test_the_grammar_bench_table_says_which_engine_was_not_measured():
+    from agenttrace.bench.grammar import EngineRuns, table
+
+    runs = {"llguidance": EngineRuns([0.5, 0.6], [0.003, 0.004], [2e-4, 3e-4, 2.5e-4])}
+    out = table(runs, ["xgrammar"], 10, 2)
+    assert "| llguidance | 0.55 | 3.5 | 250 |" in out and "1.00x" in out
+    assert "Not installed, not measured: xgrammar" in out
