@@ -167,8 +167,8 @@ class Matcher:
     def _allowed(self) -> torch.Tensor:
         """[V] bool: the tokens the grammar allows next. GrammarDeadEnd when there are none."""
         m = self._m
-        if m.is_error():
-            raise GrammarDeadEnd(_first_line(m.get_error()))
+        if m.is_error():  # (the engine's stop reason, not its error text: that may quote the model's tokens)
+            raise GrammarDeadEnd(f"the grammar is in an error state ({m.stop_reason()})")
         bits = np.frombuffer(m.compute_bitmask(), dtype=np.uint8)
         # With no token left, llguidance enters an error state (stop reason NoExtensionBias) and
         # returns a mask of EOS alone: that is a dead end, not the end of the grammar.
@@ -192,7 +192,7 @@ class Matcher:
     def advance(self, token: int) -> None:
         """Consume one sampled (so allowed) token."""
         if self._m is not None and not self._m.consume_token(token):
-            raise GrammarDeadEnd(_first_line(self._m.get_error() or "the grammar refused a sampled token"))
+            raise GrammarDeadEnd(f"the grammar refused a sampled token ({self._m.stop_reason()})")
 
     def masks_along(self, draft: Sequence[int]) -> tuple[torch.Tensor | None, int, bool]:
         """The masks of a verify pass over (pending token, *draft): row i is what the grammar
