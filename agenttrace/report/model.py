@@ -56,6 +56,10 @@ class _SegmentTimesBase(BaseModel):
     def is_zero(self) -> bool:
         return not any(getattr(self, f) for f in SEGMENT_FIELDS)
 
+    def model_time(self) -> float:
+        """Time in model calls: prefill, draft, verify, constrain and the rest of generation."""
+        return self.prefill + self.draft + self.verify + self.constrain + self.generation
+
 
 # Made from SEGMENT_FIELDS, so a segment is named once (semconv.Segment): one float per name.
 SegmentTimes = create_model(

@@ -205,7 +205,7 @@ def whatif_method(w) -> str:
 def constrain_line(r: RunFigures) -> str:
     """How many calls decoded under a grammar and what the grammar cost them."""
     segs = r.segments
-    model = segs.prefill + segs.draft + segs.verify + segs.constrain + segs.generation
+    model = segs.model_time()
     parts = [f"{r.constrained_generations}/{r.generations} generations under a grammar",
              f"masks and compiling {1e3 * segs.constrain:.0f} ms ({pct(segs.constrain / model if model else None)} of model time)"]
     if r.drafts_cut:

@@ -117,7 +117,7 @@ def _plain_step(plain: Decoding | None, spec: Decoding, rounds: int, no_draft: f
 
 
 def whatif_for(label: str | None, method: str, gens: list[GenerationFigures], stats: AcceptanceStats,
-               plain: Decoding | None) -> WhatIf:
+               plain: Decoding | None, *, constrained: bool = False) -> WhatIf:
     """The what-if of one drafter from its generations and their pooled round statistics."""
     alpha = stats.alpha
     rs = stats.cost
@@ -151,6 +151,7 @@ def whatif_for(label: str | None, method: str, gens: list[GenerationFigures], st
     return WhatIf(
         label=label,
         method=method,
+        constrained=constrained,
         generations=len(gens),
         rounds=rounds,
         draft_tokens=sum(g.draft_tokens for g in gens),
@@ -205,6 +206,6 @@ def whatifs(analyses: list[TaskAnalysis]) -> list[WhatIf]:
     for (label, method, constrained), gs in gens.items():
         models = Counter(g.model for g in gs)
         arm = plain.get((models.most_common(1)[0][0], constrained))
-        w = whatif_for(label, method, gs, stats.get((label, method), AcceptanceStats()), arm)
-        out.append(w.model_copy(update={"constrained": constrained}) if constrained else w)
+        out.append(whatif_for(label, method, gs, stats.get((label, method), AcceptanceStats()), arm,
+                              constrained=constrained))
     return out

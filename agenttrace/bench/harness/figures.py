@@ -143,8 +143,7 @@ def _max(xs) -> int | None:
 
 def _model_share(run) -> float | None:
     segs = run.segments
-    model = segs.prefill + segs.draft + segs.verify + segs.constrain + segs.generation
-    return segs.constrain / model if segs.constrain > 0 and model > 0 else None
+    return segs.constrain / segs.model_time() if segs.constrain > 0 else None
 
 
 def arm_figures(suite: str, arm: str, traced: list[TaskFigures], recs: list[TaskRecord],
@@ -165,7 +164,7 @@ def arm_figures(suite: str, arm: str, traced: list[TaskFigures], recs: list[Task
         acceptance_rate=spec.acceptance_rate, mean_acceptance_length=spec.mean_acceptance_length,
         generations=spec.generations, fallbacks=spec.fallbacks,
         tool_calls_per_task=sum(r.tool_calls for r in recs) / len(recs) if recs else None,
-        same_output=None if base is None else _same_output(recs, base), same_as=same_as if base is not None else None,
+        same_output=None if base is None else _same_output(recs, base), same_as=same_as,
         lost_share=run.retry_s / task_s if task_s > 0 else None, constrain_share=_model_share(run),
         peak_rss_bytes=_max(r.peak_rss_bytes for r in recs), peak_gpu_bytes=_max(r.peak_gpu_bytes for r in recs),
         energy_j_per_task=sum(energy) / len(recs) if has_energy else None,  # type: ignore[arg-type]
@@ -211,14 +210,11 @@ def reference_arm(arm: str, arms: tuple[str, ...]) -> str | None:
     arm when it ran (speculation must not change the constrained text either), else the
     baseline; None for the baseline itself and for the plain constrained arm when the baseline
     is unconstrained (the constraint is meant to change the text)."""
-    constrained = decoding(arm)[1]
     if arm == arms[0]:
         return None
-    if constrained:
-        if arm != "constrained" and "constrained" in arms:
-            return "constrained"
-        return arms[0] if decoding(arms[0])[1] else None
-    return arms[0] if not decoding(arms[0])[1] else None
+    constrained = decoding(arm)[1]
+    ref = "constrained" if constrained and arm != "constrained" and "constrained" in arms else arms[0]
+    return ref if decoding(ref)[1] == constrained else None
 
 
 def compute(out: Path, records: list[TaskRecord], suites: tuple[str, ...], arms: tuple[str, ...],
