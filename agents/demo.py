@@ -66,6 +66,7 @@ class DemoOptions:
     show_tasks: bool = True
     metrics: bool = False  # also write the GenAI client metrics (beside each trace file, and to OTLP)
     constrained: bool = False  # decode every reply under the grammar of a decision (AgentConfig.constrained)
+    quantize: str | None = None  # "int4" / "int8": weight-only quantized linear layers (quantized once, cached)
 
 
 def _model_for(arm: str, loaded, opts: DemoOptions) -> ChatModel:
@@ -95,10 +96,10 @@ def run_demo(opts: DemoOptions, console: Console | None = None, clock: Clock | N
     clock = clock if clock is not None else default_clock()
     t0 = clock.now_ns()
     console.print("Loading the bundled model (the first run converts it once, about 30 s)...")
-    loaded = load_model()
+    loaded = load_model(quantize=opts.quantize)
     load_s = elapsed_s(clock, t0)
     how = "converted and loaded" if loaded.converted else "loaded from the cache"
-    console.print(f"{loaded.name} {how} in {load_s:.1f} s")
+    console.print(f"{loaded.name} ({loaded.weights} weights) {how} in {load_s:.1f} s")
 
     tasks = tool_call_tasks()[: opts.tasks]
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")

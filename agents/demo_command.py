@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--constrained", action="store_true",
                       help="decode every reply under the grammar of a tool call or an answer (llguidance): "
                            "valid JSON naming a real tool with schema-valid arguments, by construction")
+    demo.add_argument("--quantize", choices=("int4", "int8"), default=None,
+                      help="weight-only quantized linear layers with bf16 activations (int4: about 2x faster decoding "
+                           "here); quantized once, then loaded from the cache")
     demo.add_argument("--summary-only", action="store_true", help="print only the run summary")
     demo.set_defaults(func=run)
 
@@ -61,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
             show_tasks=not args.summary_only,
             metrics=args.metrics,
             constrained=args.constrained,
+            quantize=args.quantize,
         )
     )
     return 0

@@ -204,19 +204,23 @@ def test_a_chunk_key_names_repeat_and_suite():
 
 
 def test_generation_tables_render_to_a_markdown_section(tmp_path):
-    from agenttrace.bench.generation import Row, StepRow, markdown
+    from agenttrace.bench.generation_records import Row, StepRow
+    from agenttrace.bench.generation_tables import markdown
     from agenttrace.bench.harness.render import update_section
 
     rows = [Row("ours_prompt_lookup_k8", "tool_call", 5, 10.2, 1.27, 32.4, 1.91, 0.62, 5.13, 2.17, True),
-            Row("hf_generate", "free_text", 5, 17.1, 1.0, 18.1, 1.02, None, None, None, False)]
+            Row("hf_generate", "free_text", 5, 17.1, 1.0, 18.1, 1.02, None, None, None, False),
+            Row("ours_plain", "tool_call", 5, 9.0, 0.9, 20.5, 1.5, None, None, 4.2, True, weights="int4",
+                ceiling_tok_s=150.0, ceiling_share=0.137, peak_rss_mb=612.4)]
     steps = [StepRow("retry", 5, 2.82, 1.53, 1.84, 448, True)]
     doc = tmp_path / "BENCHMARKS.md"
     doc.write_text("# Benchmarks\n\nkept\n")
     update_section(doc, "generation-cpu-t1", markdown(rows, steps, "SmolLM2, batch 1", "agenttrace bench generation"))
     text = doc.read_text()
     assert text.startswith("# Benchmarks\n\nkept\n") and "<!-- bench:generation-cpu-t1:begin -->" in text
-    assert "| ours_prompt_lookup_k8 | tool_call | 10.2 | 1.27x | 32.4 | 1.91x | 62% | 5.13 | 2.17 | yes |" in text
-    assert "| hf_generate | free_text | 17.1 | 1.00x | 18.1 | 1.02x | - | - | - | NO |" in text
+    assert "| fp32 | ours_prompt_lookup_k8 | tool_call | 10.2 | 1.27x | 32.4 | 1.91x | 62% | 5.13 | 2.17 | yes | - | - | - |" in text
+    assert "| fp32 | hf_generate | free_text | 17.1 | 1.00x | 18.1 | 1.02x | - | - | - | NO | - | - | - |" in text
+    assert "| int4 | ours_plain | tool_call | 9.0 | 0.90x | 20.5 | 1.50x | - | - | 4.20 | yes | 150 | 14% | 612 |" in text
     assert "| retry | 2.82 | 1.53 | 1.84x | 448 | yes |" in text
 
 

@@ -20,7 +20,7 @@ from agenttrace.generation.invariant import use_rowwise_attention
 from agenttrace.generation.loop import StopCriteria, generate
 from agenttrace.generation.packed import packed_view
 from agenttrace.generation.prefix_cache import PrefixCache
-from agenttrace.generation.quantize import Int4Linear, Int8Linear, quantize_model
+from agenttrace.generation.quantize import Bf16Linear, Int4Linear, Int8Linear, quantize_model
 
 VARIANTS = ["bf16", "int8", "int4"]
 PROMPT = [1, 5, 7, 9, 5, 7, 9, 11, 5, 7]
@@ -36,10 +36,7 @@ def small(seed: int = 0, vocab: int = 96, hidden: int = 64) -> LlamaForCausalLM:
 
 def variant(kind: str, **kw) -> LlamaForCausalLM:
     model = small(**kw)
-    if kind == "bf16":
-        model.to(torch.bfloat16)
-    else:
-        quantize_model(model, kind)
+    quantize_model(model, kind)
     assert use_rowwise_attention(model)
     return model
 
@@ -49,13 +46,24 @@ def test_the_kernels_give_each_row_the_same_bits_in_any_number_of_rows(kind):
     """The premise of the identity: if a torch or CPU changes this, the tests below say why."""
     torch.manual_seed(1)
     lin = torch.nn.Linear(576, 1536, bias=False)
-    layer = {"bf16": lambda: lin.to(torch.bfloat16), "int8": lambda: Int8Linear.from_linear(lin),
-             "int4": lambda: Int4Linear.from_linear(lin)}[kind]()
+    layer = {"bf16": Bf16Linear.from_linear, "int8": Int8Linear.from_linear, "int4": Int4Linear.from_linear}[kind](lin)
     x = torch.randn(9, 576).to(torch.bfloat16)
     with torch.inference_mode():
         together = layer(x)
         alone = torch.cat([layer(x[i : i + 1]) for i in range(9)])
     assert torch.equal(together, alone)
+
+
+@pytest.mark.parametrize("kind", VARIANTS)
+def test_a_prefill_takes_the_fp32_product_of_the_same_weights(kind):
+    torch.manual_seed(3)
+    lin = torch.nn.Linear(576, 256, bias=True)
+    layer = {"bf16": Bf16Linear.from_linear, "int8": Int8Linear.from_linear, "int4": Int4Linear.from_linear}[kind](lin)
+    x = torch.randn(40, 576).to(torch.bfloat16)
+    with torch.inference_mode():
+        wide = layer(x).float()  # 40 rows: the prefill path
+        short = torch.cat([layer(x[i : i + 8]) for i in range(0, 40, 8)]).float()  # the kernel path
+    assert float((wide - short).norm() / short.norm()) < 0.01  # the same weights, bf16 rounding apart
 
 
 @pytest.mark.parametrize("kind,cls,err", [("int4", Int4Linear, 0.09), ("int8", Int8Linear, 0.01)])
@@ -101,7 +109,8 @@ def test_without_row_wise_attention_a_bf16_verify_pass_differs_from_one_token_st
 def test_greedy_speculation_on_each_variant_equals_its_own_plain_greedy(kind):
     model = variant(kind)
     stop = StopCriteria(frozenset({2}), 40)
-    prompts = [PROMPT, [3, 4, 3, 4, 3, 4, 3], list(range(20, 40)) + list(range(20, 26))]
+    # the last one is longer than a short pass: its prefill takes the dequantized fp32 path
+    prompts = [PROMPT, [3, 4, 3, 4, 3, 4, 3], list(range(20, 60)) + list(range(20, 26))]
     for prompt in prompts:
         plain = generate(model, prompt, GenerationParams(), stop, FakeClock())
         drafters = [(PromptLookupDrafter(), 4), (PromptLookupDrafter(), 12), (early_exit_drafter(model, 1), 3)]

@@ -20,53 +20,12 @@ import shlex
 import statistics
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
+from agenttrace.bench.generation_records import Row, Run, StepRow
 from agenttrace.bench.prompts import agent_steps, free_text_prompts, tool_call_prompts
 from agenttrace.clock import Clock
-
-
-@dataclass
-class Run:
-    """One arm on one prompt in one repeat."""
-
-    e2e_s: float  # call start to last token, prefill included
-    decode_s: float  # first token to last token
-    tokens: list[int]
-    drafted: int = 0
-    accepted: int = 0
-    rounds: int = 0
-
-
-@dataclass
-class Row:
-    """One arm on one prompt set: the table's row (and a `--json` record)."""
-
-    arm: str
-    prompts: str
-    repeats: int
-    e2e_tok_s: float
-    e2e_vs_hf_generate: float
-    decode_tok_s: float
-    decode_vs_our_plain: float
-    acceptance_rate: float | None
-    mean_acceptance_length: float | None
-    time_to_tool_call_s: float | None  # median end-to-end time of a tool-call prompt
-    same_as_plain_greedy: bool
-
-
-@dataclass
-class StepRow:
-    """The agent-step sequence: time to the end of the tool call with and without prefix cache."""
-
-    step: str
-    repeats: int
-    without_cache_s: float
-    with_cache_s: float
-    speedup: float
-    cached_tokens: int
-    same_output: bool
 
 
 def _hf_arm(model, tokenizer, clock: Clock, **kwargs) -> Callable[[list[int], int], Run]:
@@ -118,9 +77,9 @@ def _our_arm(chat_model) -> Callable[[list[int], int], Run]:
     return run
 
 
-def build_arms(loaded, names: list[str], clock: Clock) -> dict[str, Callable[[list[int], int], Run]]:
-    """The arms `names` over the loaded model, every one timed on `clock`; SystemExit naming the
-    arms there are when one is unknown."""
+def build_arms(loaded, names: list[str], clock: Clock, peer=None) -> dict[str, Callable[[list[int], int], Run]]:
+    """The arms `names` over the loaded model, every one timed on `clock` (the llama.cpp arms on
+    `peer`, a LlamaPeer); SystemExit naming the arms there are when one is unknown."""
     from agenttrace.generation.draft_model import early_exit_drafter, early_exit_view
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
@@ -141,10 +100,20 @@ def build_arms(loaded, names: list[str], clock: Clock) -> dict[str, Callable[[li
         "ours_early_exit8_k3": lambda: ours(drafter=early_exit_drafter(m, 8), num_speculative_tokens=3, fallback=False),
         "ours_early_exit8_adaptive": lambda: ours(drafter=early_exit_drafter(m, 8), num_speculative_tokens=4, adaptive=True),
     }
+    if peer is not None:
+        stop = sorted(_stop_ids(loaded))
+        factories["llama_cpp"] = lambda: peer.arm(stop, lookup=False)
+        factories["llama_cpp_lookup"] = lambda: peer.arm(stop, lookup=True)
     unknown = [n for n in names if n not in factories]
     if unknown:
         raise SystemExit(f"unknown arm(s): {', '.join(unknown)}; choose from {', '.join(factories)}")
     return {n: factories[n]() for n in names}
+
+
+def _stop_ids(loaded) -> set[int]:
+    from agenttrace.generation.local import LocalChatModel
+
+    return set(LocalChatModel(loaded.model, loaded.tokenizer).eos_ids)
 
 
 DEFAULT_ARMS = [
@@ -157,16 +126,31 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def measure_arms(loaded, arm_names: list[str], repeats: int, seed: int, progress, clock: Clock) -> list[Row]:
+def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress, clock: Clock,
+                 peer=None, peaks=None) -> list[Row]:
+    """Every arm on every weight variant in `models` (weights label -> loaded model; a single
+    loaded model is the fp32 one), interleaved: each prompt runs every (weights, arm) pair in a
+    shuffled order. The llama.cpp arms run once, on `peer`. With `peaks` (MachinePeaks) each row
+    gets its bandwidth ceiling."""
+    from agenttrace.bench.llama_peer import LLAMA_ARMS
     from agenttrace.generation.local import LocalChatModel
 
-    encoder = LocalChatModel(loaded.model, loaded.tokenizer)
+    if not isinstance(models, dict):
+        models = {"fp32": models}
+    first = next(iter(models.values()))
+    encoder = LocalChatModel(first.model, first.tokenizer)
     sets = {
         "tool_call": ([encoder.encode_chat(m) for m in tool_call_prompts()], 64),
         "free_text": ([encoder.encode_chat(m) for m in free_text_prompts()], 96),
     }
-    arms = build_arms(loaded, arm_names, clock)
-    runs: dict[tuple[str, str, int], list[Run]] = {}  # (arm, set, repeat) -> runs over the set's prompts
+    ours = [a for a in arm_names if a not in LLAMA_ARMS]
+    arms: dict[tuple[str, str], Callable[[list[int], int], Run]] = {}
+    for weights, loaded in models.items():
+        arms.update({(weights, n): f for n, f in build_arms(loaded, ours, clock).items()})
+    llama = [a for a in arm_names if a in LLAMA_ARMS]
+    if llama:
+        arms.update({("gguf", n): f for n, f in build_arms(first, llama, clock, peer).items()})
+    runs: dict[tuple[tuple[str, str], str, int], list[Run]] = {}  # (arm, set, repeat) -> runs over the set's prompts
     rng = random.Random(seed)
     # one untimed pass so every arm's first call (allocations, lazy init) is not measured
     for arm in arms.values():
@@ -177,43 +161,66 @@ def measure_arms(loaded, arm_names: list[str], repeats: int, seed: int, progress
             for ids in prompts:
                 order = list(arms)
                 rng.shuffle(order)
-                for name in order:
-                    runs.setdefault((name, set_name, r), []).append(arms[name](ids, budget))
+                for key in order:
+                    runs.setdefault((key, set_name, r), []).append(arms[key](ids, budget))
                     progress.advance(task)
+    step_bytes = _step_bytes(models, peer)
     rows = []
     for set_name, (prompts, _) in sets.items():
-        reference = {i: runs[("ours_plain", set_name, 0)][i].tokens for i in range(len(prompts))} if "ours_plain" in arms else None
-        for name in arms:
-            per = [runs[(name, set_name, r)] for r in range(repeats)]
-            e2e = [sum(len(x.tokens) for x in rs) / sum(x.e2e_s for x in rs) for rs in per]
-            dec = [sum(len(x.tokens) - 1 for x in rs) / sum(x.decode_s for x in rs) for rs in per]
 
-            def ratio(base: str, values: list[float], kind: str) -> float:
-                if base not in arms:
-                    return float("nan")
-                base_per = [runs[(base, set_name, r)] for r in range(repeats)]
+        def per_repeat(key, kind: str) -> list[float]:
+            out = []
+            for r in range(repeats):
+                rs = runs[(key, set_name, r)]
                 if kind == "e2e":
-                    b = [sum(len(x.tokens) for x in rs) / sum(x.e2e_s for x in rs) for rs in base_per]
+                    out.append(sum(len(x.tokens) for x in rs) / sum(x.e2e_s for x in rs))
                 else:
-                    b = [sum(len(x.tokens) - 1 for x in rs) / sum(x.decode_s for x in rs) for rs in base_per]
-                return _median([v / bb for v, bb in zip(values, b, strict=True)])
+                    out.append(sum(len(x.tokens) - 1 for x in rs) / sum(x.decode_s for x in rs))
+            return out
 
+        def ratio(base, values: list[float], kind: str) -> float:
+            if base not in arms:
+                return float("nan")
+            return _median([v / b for v, b in zip(values, per_repeat(base, kind), strict=True)])
+
+        for key in arms:
+            weights, name = key
+            per = [runs[(key, set_name, r)] for r in range(repeats)]
+            e2e, dec = per_repeat(key, "e2e"), per_repeat(key, "decode")
+            ref_key = ("gguf", "llama_cpp") if weights == "gguf" else (weights, "ours_plain")
+            reference = [x.tokens for x in runs[(ref_key, set_name, 0)]] if ref_key in arms else None
             drafted = sum(x.drafted for rs in per for x in rs)
             accepted = sum(x.accepted for rs in per for x in rs)
             rounds = sum(x.rounds for rs in per for x in rs)
             same = reference is None or all(rs[i].tokens == reference[i] for rs in per for i in range(len(prompts)))
+            ceiling = None
+            if peaks is not None and weights in step_bytes:
+                # the mean context of a decode step: the prompt and half of what was generated
+                context = statistics.mean(len(ids) + len(x.tokens) / 2 for ids, x in zip(prompts, per[0], strict=True))
+                ceiling = peaks.read_gb_s * 1e9 / step_bytes[weights].at(int(context))
+            decode = _median(dec)
             rows.append(
                 Row(
                     arm=name, prompts=set_name, repeats=repeats,
-                    e2e_tok_s=_median(e2e), e2e_vs_hf_generate=ratio("hf_generate", e2e, "e2e"),
-                    decode_tok_s=_median(dec), decode_vs_our_plain=ratio("ours_plain", dec, "decode"),
+                    e2e_tok_s=_median(e2e), e2e_vs_hf_generate=ratio(("fp32", "hf_generate"), e2e, "e2e"),
+                    decode_tok_s=decode, decode_vs_our_plain=ratio(("fp32", "ours_plain"), dec, "decode"),
                     acceptance_rate=accepted / drafted if drafted else None,
                     mean_acceptance_length=1 + accepted / rounds if rounds else None,
                     time_to_tool_call_s=_median([x.e2e_s for rs in per for x in rs]) if set_name == "tool_call" else None,
-                    same_as_plain_greedy=same,
+                    same_as_plain_greedy=same, weights="gguf Q4_1" if weights == "gguf" else weights,
+                    ceiling_tok_s=ceiling, ceiling_share=decode / ceiling if ceiling else None,
                 )
             )
     return rows
+
+
+def _step_bytes(models, peer) -> dict:
+    from agenttrace.generation.ceiling import decode_bytes
+
+    out = {w: decode_bytes(m.model) for w, m in models.items()}
+    if peer is not None:
+        out["gguf"] = peer.step_bytes(next(iter(out.values())), next(iter(models.values())).model.dtype.itemsize)
+    return out
 
 
 def measure_agent_steps(loaded, repeats: int, progress, clock: Clock) -> list[StepRow]:
@@ -268,62 +275,15 @@ def machine() -> str:
     return f"{cpu}; {device}; torch {torch.__version__}"
 
 
-def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
-    return "-" if x is None or x != x else f"{x:{spec}}{suffix}"
-
-
-ARM_COLUMNS = ("arm", "prompts", "e2e tok/s", "vs HF generate", "decode tok/s", "vs our plain", "acceptance",
-               "mean acc. len", "tool call s", "= greedy")
-STEP_COLUMNS = ("step", "without prefix cache s", "with prefix cache s", "speedup", "cached tokens", "same output")
-STEPS_TITLE = "agent steps (prompt lookup k=8): time to the end of the tool call"
-
-
-def arm_cells(r: Row) -> list[str]:
-    return [
-        r.arm, r.prompts, _fmt(r.e2e_tok_s, ".1f"), _fmt(r.e2e_vs_hf_generate, ".2f", "x"), _fmt(r.decode_tok_s, ".1f"),
-        _fmt(r.decode_vs_our_plain, ".2f", "x"),
-        _fmt(r.acceptance_rate * 100 if r.acceptance_rate is not None else None, ".0f", "%"),
-        _fmt(r.mean_acceptance_length), _fmt(r.time_to_tool_call_s), "yes" if r.same_as_plain_greedy else "NO",
-    ]
-
-
-def step_cells(s: StepRow) -> list[str]:
-    return [s.step, _fmt(s.without_cache_s), _fmt(s.with_cache_s), _fmt(s.speedup, ".2f", "x"), str(s.cached_tokens),
-            "yes" if s.same_output else "NO"]
-
-
-def tables(rows: list[Row], steps: list[StepRow], header: str) -> list:
-    """The benchmark's tables as the harness's `TextTable`s, so both render them alike."""
-    from agenttrace.bench.harness.render import TextTable
-
-    out = [TextTable(f"generation benchmark: {header}", list(ARM_COLUMNS), [arm_cells(r) for r in rows])]
-    if steps:
-        out.append(TextTable(STEPS_TITLE, list(STEP_COLUMNS), [step_cells(s) for s in steps]))
-    return out
-
-
-def print_table(rows: list[Row], steps: list[StepRow], header: str) -> None:
-    from agenttrace.bench.harness.render import to_terminal
-    from agenttrace.report.terminal import make_console
-
-    to_terminal(make_console(), tables(rows, steps, header), [])
-
-
-def markdown(rows: list[Row], steps: list[StepRow], header: str, command: str) -> str:
-    from agenttrace.bench.harness.render import table_markdown
-
-    first, *rest = tables(rows, steps, header)
-    lines = table_markdown(first, 2)
-    lines[2:2] = [f"Command: `{command}`", ""]  # under the heading
-    for t in rest:
-        lines += table_markdown(t, 3)
-    return "\n".join(lines)
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generation", help="our decoding loop and drafters against transformers generate (bundled model)")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (default 5)")
-    p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help="comma-separated arms (default: all)")
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
+                   help="comma-separated arms (default: all but the llama.cpp ones: llama_cpp, llama_cpp_lookup "
+                        "need scripts/llama_cpp.sh)")
+    p.add_argument("--weights", default="fp32",
+                   help="comma-separated weight variants every arm runs on: fp32, bf16, int8, int4 (default fp32)")
+    p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS child process per weight variant")
     p.add_argument("--no-steps", action="store_true", help="skip the agent-step (prefix cache) sequence")
     p.add_argument("--seed", type=int, default=0, help="seed of the arm order shuffle")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own choice)")
@@ -338,19 +298,49 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from rich.progress import Progress
 
+    from agenttrace.bench.generation_tables import markdown, print_table
+    from agenttrace.bench.llama_peer import LLAMA_ARMS, LlamaPeer
+    from agenttrace.bench.rss_child import measure_peak_rss_mb
+    from agenttrace.generation.ceiling import machine_peaks
     from agenttrace.generation.local import device_clock
-    from agenttrace.generation.models import load_model
+    from agenttrace.generation.models import cache_dir, find_bundled_gguf, load_model
+    from agenttrace.generation.quantize import WEIGHTS
 
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"agenttrace bench generation: --device {args.device} but torch sees no CUDA device")
-    loaded = load_model(device=args.device)
-    clock = device_clock(loaded.model.device)  # one clock for every arm, synchronised on CUDA
-    with Progress(transient=True) as progress:
-        rows = measure_arms(loaded, [a for a in args.arms.split(",") if a], args.repeats, args.seed, progress, clock)
-        steps = [] if args.no_steps else measure_agent_steps(loaded, args.repeats, progress, clock)
-    header = f"{loaded.name}, batch 1, greedy, medians of {args.repeats} interleaved repeats; {machine()}"
+    variants = [w for w in args.weights.split(",") if w]
+    bad = [w for w in variants if w not in WEIGHTS]
+    if bad or not variants:
+        raise SystemExit(f"unknown weights {', '.join(bad) or '(none)'}; choose from {', '.join(WEIGHTS)}")
+    models = {
+        w: load_model(device=args.device, dtype="bfloat16" if w == "bf16" else "float32",
+                      quantize=w if w in ("int4", "int8") else None)
+        for w in variants
+    }
+    first = next(iter(models.values()))
+    clock = device_clock(first.model.device)  # one clock for every arm, synchronised on CUDA
+    arm_names = [a for a in args.arms.split(",") if a]
+    peer = None
+    if any(a in LLAMA_ARMS for a in arm_names):
+        if args.device != "cpu":
+            raise SystemExit("the llama_cpp arms run on the CPU build of llama-cpp-python; drop them with --device cuda")
+        peer = LlamaPeer(find_bundled_gguf(), torch.get_num_threads())
+    peaks = machine_peaks(cache_dir(), args.device)
+    try:
+        with Progress(transient=True) as progress:
+            rows = measure_arms(models, arm_names, args.repeats, args.seed, progress, clock, peer, peaks)
+            steps = [] if args.no_steps else measure_agent_steps(first, args.repeats, progress, clock)
+    finally:
+        if peer is not None:
+            peer.close()
+    if not args.no_rss and args.device == "cpu":
+        rss = {w: measure_peak_rss_mb(w, torch.get_num_threads()) for w in variants}
+        for r in rows:
+            r.peak_rss_mb = peer.peak_rss_mb if r.weights.startswith("gguf") and peer else rss.get(r.weights)
+    header = (f"{first.name}, batch 1, greedy, medians of {args.repeats} interleaved repeats; {machine()}; "
+              f"read bandwidth {peaks.read_gb_s:.1f} GB/s, fp32 matmul {peaks.matmul_gflop_s:.0f} GFLOP/s")
     if args.json:
         print(json.dumps({"machine": header, "rows": [asdict(r) for r in rows], "agent_steps": [asdict(s) for s in steps]}, indent=2))
     else:
@@ -359,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
         from agenttrace.bench.harness.render import update_section
 
         # named after where the model ran (not whether the machine has a GPU)
-        device = "cuda" if loaded.model.device.type == "cuda" else f"cpu-t{torch.get_num_threads()}"
+        device = "cuda" if first.model.device.type == "cuda" else f"cpu-t{torch.get_num_threads()}"
         command = "agenttrace bench generation " + " ".join(shlex.quote(a) for a in sys.argv[3:])
         update_section(args.update_doc, f"generation-{device}", markdown(rows, steps, header, command.strip()))
     return 0

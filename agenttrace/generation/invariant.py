@@ -45,24 +45,34 @@ def _visible_prefix(mask: torch.Tensor | None, row: int, q_len: int, kv_len: int
     return None
 
 
-def rowwise_attention_forward(module, query, key, value, attention_mask, **kwargs):
+def _one_query(query, key, value, scaling):
+    """Attention of one query position over `key`/`value` [1, kv heads, L, dim]: the query heads
+    that share a KV head become rows of one product (what transformers' sdpa path does for a
+    one-token step with grouped KV heads), a path bf16 serves 5x faster on a CPU than sdpa's
+    `enable_gqa` kernel (measured: 129 against 683 us per layer at 434 keys)."""
+    import torch.nn.functional as F
+
+    heads, dim, kv_heads = query.shape[1], query.shape[-1], key.shape[1]
+    packed = query.reshape(1, kv_heads, heads // kv_heads, dim)  # head h reads KV head h // group
+    out = F.scaled_dot_product_attention(packed, key, value, scale=scaling)
+    return out.reshape(1, heads, 1, dim).transpose(1, 2)  # [1, 1, heads, dim], as attention functions return
+
+
+def rowwise_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    batch, _, q_len, _ = query.shape
+    batch, heads, q_len, _ = query.shape
     kv_len = key.shape[2]
-    if q_len > ROWWISE_MAX_ROWS or batch != 1:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    ends = [_visible_prefix(attention_mask, i, q_len, kv_len) for i in range(q_len)]
-    if any(e is None for e in ends):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    kwargs.pop("is_causal", None)
+    stock = q_len > ROWWISE_MAX_ROWS or batch != 1 or heads % key.shape[1] or dropout or any(
+        kwargs.get(k) is not None for k in ("softcap", "sliding_window", "position_bias", "s_aux"))
+    ends = [] if stock else [_visible_prefix(attention_mask, i, q_len, kv_len) for i in range(q_len)]
+    if stock or any(e is None for e in ends):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
     # A one-token step goes through here as well, so its call is the very one each row makes.
-    rows = [
-        sdpa_attention_forward(module, query[:, :, i : i + 1], key[:, :, :end], value[:, :, :end], None,
-                               is_causal=False, **kwargs)[0]
-        for i, end in enumerate(ends)
-    ]
-    return torch.cat(rows, dim=1), None  # sdpa's output is [batch, q, heads, dim]
+    rows = [_one_query(query[:, :, i : i + 1], key[:, :, :end], value[:, :, :end], scaling)
+            for i, end in enumerate(ends)]
+    return torch.cat(rows, dim=1), None
 
 
 def register() -> None:

@@ -134,6 +134,11 @@ class LocalChatModel:
         )
         return self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
 
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        """The token ids that end a reply (the tokenizer's EOS and the generation config's)."""
+        return self._eos
+
     def decode(self, tokens: Sequence[int]) -> str:
         return self.tokenizer.decode([t for t in tokens if t not in self._eos], skip_special_tokens=True)
 

@@ -198,8 +198,15 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
             model = load_variant(folder, source)
             phase("read cached quantized weights")
         if model is None:
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32 if quantize else getattr(torch, dtype))
+            cpu_bf16 = quantize is None and dtype == "bfloat16" and torch.device(device).type == "cpu"
+            model = AutoModelForCausalLM.from_pretrained(
+                source, dtype=torch.float32 if quantize or cpu_bf16 else getattr(torch, dtype))
             phase("read weights")
+            if cpu_bf16:  # bf16 layers that prefill in fp32: this CPU has no native bf16 (quantize.py)
+                from agenttrace.generation.quantize import quantize_model
+
+                quantize_model(model, "bf16")
+                phase("convert to bf16")
             if quantize is not None:
                 from agenttrace.generation.quantize import quantize_model
                 from agenttrace.generation.weights import save_variant

@@ -25,18 +25,58 @@ from typing import Literal
 import torch
 from torch import nn
 
-__all__ = ["QUANTIZATIONS", "WEIGHTS", "Int4Linear", "Int8Linear", "quantize_model", "quantized_shapes", "shell_model"]
+from agenttrace.generation.invariant import ROWWISE_MAX_ROWS
 
-Quantization = Literal["int4", "int8"]
-QUANTIZATIONS: tuple[str, ...] = ("int4", "int8")
+__all__ = ["QUANTIZATIONS", "WEIGHTS", "Bf16Linear", "Int4Linear", "Int8Linear", "quantize_model", "quantized_shapes", "shell_model"]
+
+Quantization = Literal["int4", "int8", "bf16"]
+QUANTIZATIONS: tuple[str, ...] = ("int4", "int8")  # what --quantize takes; bf16 comes with --dtype bfloat16
 WEIGHTS: tuple[str, ...] = ("fp32", "bf16", "int8", "int4")  # the variants, as benchmarks label them
 INT4_GROUP = 32  # Q4_1's block; divides the bundled model's widths (576, 1536); 64 measured no faster
 COMPUTE_DTYPE = torch.bfloat16  # the activations of the quantized kernels' fast paths
 
 
+def _is_prefill(x: torch.Tensor) -> bool:
+    return x.numel() // x.shape[-1] > ROWWISE_MAX_ROWS
+
+
+def _wide(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """A long pass (prefill) in fp32 with MKL: this project's CPUs have no native bf16 (AVX2), where
+    a 434-row bf16 product took 6x the fp32 one and the int4 kernel 2x; dequantizing a layer costs
+    a few ms. Plain and speculative decoding prefill alike, so the identity is untouched."""
+    y = torch.nn.functional.linear(x.float(), weight, None if bias is None else bias.float())
+    return y.to(x.dtype)
+
+
+class Bf16Linear(nn.Module):
+    """A linear layer with bf16 weights: short passes in bf16 (the bits of each row do not depend on
+    the others), long ones through `_wide`."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=COMPUTE_DTYPE), requires_grad=False)
+        self.bias = nn.Parameter(torch.empty(out_features, dtype=COMPUTE_DTYPE), requires_grad=False) if bias else None
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear) -> Bf16Linear:
+        out = cls(linear.in_features, linear.out_features, linear.bias is not None)
+        out.weight = nn.Parameter(linear.weight.detach().to(COMPUTE_DTYPE), requires_grad=False)
+        if linear.bias is not None:
+            out.bias = nn.Parameter(linear.bias.detach().to(COMPUTE_DTYPE), requires_grad=False)
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _is_prefill(x):
+            return _wide(x, self.weight.float(), self.bias)
+        return torch.nn.functional.linear(x.to(COMPUTE_DTYPE), self.weight, self.bias).to(x.dtype)
+
+
 class Int4Linear(nn.Module):
     """A linear layer with 4-bit weights in groups of `group` input columns, each group with its
     own scale and zero point (bf16, as the kernel's bf16 path wants them)."""
+
+    PREFILL_ONLY = ("nibbles",)  # not read by a decode step (generation/ceiling.py)
 
     def __init__(self, in_features: int, out_features: int, group: int = INT4_GROUP, bias: bool = False) -> None:
         super().__init__()
@@ -44,6 +84,9 @@ class Int4Linear(nn.Module):
         # Shapes of what _convert_weight_to_int4pack_for_cpu gives; filled by from_linear or a cached file.
         self.register_buffer("packed", torch.empty(out_features, in_features // 2, dtype=torch.uint8))
         self.register_buffer("scales_zeros", torch.empty(in_features // group, out_features, 2, dtype=COMPUTE_DTYPE))
+        # The same 4-bit values two to a byte in plain order, for prefill's dequantized product (the
+        # kernel's own layout is blocked and undocumented): 25% more memory, read only by prefill.
+        self.register_buffer("nibbles", torch.empty(out_features, in_features // 2, dtype=torch.uint8))
         self.bias = nn.Parameter(torch.empty(out_features, dtype=COMPUTE_DTYPE), requires_grad=False) if bias else None
 
     @classmethod
@@ -57,13 +100,24 @@ class Int4Linear(nn.Module):
         q = torch.round((groups - low) / scale).clamp(0, 15).to(torch.int32).reshape(n, k)
         zero = low + scale * 8  # the kernel computes (q - 8) * scale + zero
         out.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+        q8 = q.to(torch.uint8)
+        out.nibbles = (q8[:, 0::2] | (q8[:, 1::2] << 4)).contiguous()
         sz = torch.cat([scale.reshape(n, k // group, 1), zero.reshape(n, k // group, 1)], -1)
         out.scales_zeros = sz.transpose(0, 1).contiguous().to(COMPUTE_DTYPE)
         if linear.bias is not None:
             out.bias = nn.Parameter(linear.bias.detach().to(COMPUTE_DTYPE), requires_grad=False)
         return out
 
+    def dequantized(self) -> torch.Tensor:
+        """The fp32 weight [out, in] the 4-bit values stand for."""
+        n, k, g = self.out_features, self.in_features, self.group
+        q = torch.stack([self.nibbles & 15, self.nibbles >> 4], -1).reshape(n, k // g, g).float()
+        sz = self.scales_zeros.float().transpose(0, 1)  # [n, k // g, 2]
+        return ((q - 8) * sz[..., :1] + sz[..., 1:]).reshape(n, k)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _is_prefill(x):
+            return _wide(x, self.dequantized(), self.bias)
         flat = x.reshape(-1, self.in_features).to(COMPUTE_DTYPE).contiguous()  # the kernel wants rows packed
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, self.packed, self.group, self.scales_zeros)
         y = y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
@@ -92,6 +146,8 @@ class Int8Linear(nn.Module):
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _is_prefill(x):
+            return _wide(x, self.weight_int8.float() * self.scales.float()[:, None], self.bias)
         flat = x.reshape(-1, self.in_features).to(COMPUTE_DTYPE).contiguous()
         y = torch.ops.aten._weight_int8pack_mm(flat, self.weight_int8, self.scales)
         y = y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
@@ -111,20 +167,22 @@ def _replace_linears(model: nn.Module, make) -> int:
 
 
 def quantize_model(model: nn.Module, quantization: Quantization, group: int = INT4_GROUP) -> int:
-    """Replace `model`'s linear layers (the output head included) with quantized ones and cast the
-    rest to bf16, in place; return how many layers were replaced. A layer whose input width the
+    """Replace `model`'s linear layers (the output head included) with quantized ones (or bf16 ones)
+    and cast the rest to bf16, in place; return how many layers were replaced. A layer whose input width the
     int4 group does not divide is left in bf16. ValueError for an unknown quantization or a model
     off the CPU (the kernels are the CPU ones)."""
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(f"unknown quantization {quantization!r}; choose from {', '.join(QUANTIZATIONS)}")
+    if quantization not in (*QUANTIZATIONS, "bf16"):
+        raise ValueError(f"unknown quantization {quantization!r}; choose from {', '.join(QUANTIZATIONS)} (or bf16)")
     device = next(model.parameters()).device
     if device.type != "cpu":
         raise ValueError(f"weight-only {quantization} uses torch's CPU kernels and the model is on {device}: "
                          "load it on the CPU, or use dtype bfloat16 on a GPU")
     if quantization == "int4":
         replaced = _replace_linears(model, lambda lin: None if lin.in_features % group else Int4Linear.from_linear(lin, group))
-    else:
+    elif quantization == "int8":
         replaced = _replace_linears(model, Int8Linear.from_linear)
+    else:
+        replaced = _replace_linears(model, Bf16Linear.from_linear)
     model.to(COMPUTE_DTYPE)  # norms, embeddings and what was left; quantized buffers are integers or bf16 already
     return replaced
 

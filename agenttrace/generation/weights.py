@@ -24,7 +24,7 @@ _log = logging.getLogger(__name__)
 
 __all__ = ["cached_variant_dir", "load_variant", "save_variant"]
 
-_FORMAT = 1
+_FORMAT = 2  # 2: int4 layers keep plain nibbles for prefill
 
 
 def cached_variant_dir(cache: Path, name: str, source: str, variant: str) -> Path:

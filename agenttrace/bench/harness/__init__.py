@@ -65,6 +65,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
     a("--threads", type=int, default=unset,
       help="torch intra-op threads (default: torch's own, one per core; use 1 on a machine shared with other work)")
     a("--dtype", default=unset, help="float32, bfloat16 or float16 (default float32)")
+    a("--quantize", choices=("int8", "int4"), default=unset,
+      help="weight-only quantized linear layers on the CPU, bf16 activations (quantized once, then cached)")
     a("--scenarios", type=_names, default=unset,
       help=f"comma-separated, or none (default: {','.join(SCENARIOS)})")
     a("--concurrency", type=_ints, default=unset, help="agent counts (default 1,2,4,8)")

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = HarnessOptions.from_json(json.loads(args.options))
     if opts.threads:
         torch.set_num_threads(opts.threads)
-    loaded = load_model(opts.model, device=opts.device, dtype=opts.dtype)
+    loaded = load_model(opts.model, device=opts.device, dtype=opts.dtype, quantize=opts.quantize)
     t_loaded = time.monotonic_ns()
     suite = load_suite("tool_calls")
     task = next(t for t in suite.tasks if t.id == args.task)
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "main_ns": _T_MAIN, "imports_ns": t_imports, "loaded_ns": t_loaded, "agent_ns": t_agent, "end_ns": t_end,
         "first_valid_ns": None if ttvtc is None else t_agent + int(ttvtc * 1e9),
-        "converted": loaded.converted, "outcome": outcome,
+        "converted": loaded.converted, "outcome": outcome, "load_phases_s": loaded.phases_s,
     }
     with open(args.result, "w", encoding="utf-8") as f:
         json.dump(result, f)

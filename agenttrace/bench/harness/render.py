@@ -197,7 +197,10 @@ def report_markdown(figs: BenchFigures, scenarios: list[ScenarioResult], opts: H
            "- Arms: " + "; ".join(f"{a} ({describe_arm(a, opts)})" for a in opts.arms),
            f"- Every arm: prefix cache {'on, ' + str(opts.prefix_cache_mb) + ' MiB per arm' if opts.prefix_cache_mb else 'off'}, "
            f"greedy, {opts.max_tokens} tokens per generation, {opts.task_deadline_s:g} s per task, "
-           f"torch threads: {opts.threads or 'torch default'}",
+           f"torch threads: {opts.threads or 'torch default'}; weights: "
+           f"{opts.quantize or {'float32': 'fp32', 'bfloat16': 'bf16'}.get(opts.dtype, opts.dtype)}"
+           + (" (quality changes against an fp32 run of the same tasks come from quantization, not speculation)"
+              if opts.quantize or opts.dtype != "float32" else ""),
            "- Sensors: " + "; ".join(f"{k}: {v}" for k, v in manifest.sensors.items()), ""]
     if scenarios:
         out += [f"{h}# Scenario verdicts", "", *(f"- {line}" for line in pass_lines(scenarios)), ""]

@@ -155,7 +155,7 @@ def _measure(opts: HarnessOptions, manifest: Manifest, suites: dict, console: Co
     if done:
         console.print(f"Resuming {opts.out}: {done} chunk(s) measured, {len(chunks)} to go, {len(pending)} scenario(s).")
     console.print("Loading the model (the first run converts the bundled model once, about 30 s)...")
-    loaded = load_model(opts.model, device=opts.device, dtype=opts.dtype)
+    loaded = load_model(opts.model, device=opts.device, dtype=opts.dtype, quantize=opts.quantize)
     # On CUDA a reading waits for the queued kernels, as the models' own clocks do (same time base).
     clock = device_clock(loaded.model.device, clock)
     meter = ResourceMeter(opts.device)

@@ -41,6 +41,10 @@ class Start:
     first_call_s: float | None  # agent start -> first valid tool call
     converted: bool
     error: str = ""
+    tokenizer_s: float | None = None  # of load_s: the tokenizer
+    weights_s: float | None = None  # of load_s: reading (and converting, quantizing, caching) the weights
+    agent_s: float | None = None  # model loaded -> agent built (its tools, its constraint)
+    unaccounted_s: float | None = None  # total - every part above (the child's exit is not in the total)
 
 
 def _start(ctx: ScenarioContext, arm: str, cache_dir: str | None) -> Start:
@@ -67,12 +71,20 @@ def _start(ctx: ScenarioContext, arm: str, cache_dir: str | None) -> Start:
         r = json.loads(result.read_text())
     s = lambda a, b: (r[b] - a) / 1e9  # noqa: E731
     first = r["first_valid_ns"]
-    return Start(
+    phases = r.get("load_phases_s") or {}
+    start = Start(
         arm, cache, first is not None, s(t0, "first_valid_ns") if first else None, s(t0, "main_ns"),
         (r["imports_ns"] - r["main_ns"]) / 1e9, (r["loaded_ns"] - r["imports_ns"]) / 1e9,
         (first - r["agent_ns"]) / 1e9 if first else None, bool(r["converted"]),
         "" if first else f"no valid tool call (task {r['outcome']})",
+        tokenizer_s=phases.get("tokenizer"),
+        weights_s=sum(v for k, v in phases.items() if k not in ("tokenizer", "import torch and transformers")),
+        agent_s=(r["agent_ns"] - r["loaded_ns"]) / 1e9,
     )
+    if start.total_s is not None:
+        parts = (start.python_s, start.imports_s, start.load_s, start.agent_s, start.first_call_s)
+        start.unaccounted_s = start.total_s - sum(p or 0.0 for p in parts)
+    return start
 
 
 def _f(x: float | None) -> str:
@@ -96,7 +108,7 @@ def run_cold_start(ctx: ScenarioContext) -> ScenarioResult:
         notes.append("No cold-cache start: a model given by path is not converted, so its cache state is the disk's.")
 
     columns = ["cache", "arm", "starts", "to first valid call s (p50)", "max s", "python s", "imports s", "load s",
-               "first call s", "converted"]
+               "of which tokenizer s", "of which weights s", "agent s", "first call s", "unaccounted s", "converted"]
     rows = []
     for cache in ("warm", "cold"):
         for arm in opts.arms:
@@ -106,7 +118,8 @@ def run_cold_start(ctx: ScenarioContext) -> ScenarioResult:
             total = distribution(x.total_s for x in group)
             med = lambda attr: distribution(getattr(x, attr) for x in group).p50  # noqa: E731
             rows.append([cache, arm, f"{sum(x.ok for x in group)}/{len(group)}", _f(total.p50), _f(total.max),
-                         _f(med("python_s")), _f(med("imports_s")), _f(med("load_s")), _f(med("first_call_s")),
+                         _f(med("python_s")), _f(med("imports_s")), _f(med("load_s")), _f(med("tokenizer_s")),
+                         _f(med("weights_s")), _f(med("agent_s")), _f(med("first_call_s")), _f(med("unaccounted_s")),
                          "yes" if any(x.converted for x in group) else "no"])
     failed = [x for x in starts if not x.ok]
     cold = [x for x in starts if x.cache == "cold"]
