@@ -15,6 +15,18 @@ import sys
 import time
 
 
+def _peak_rss_mib() -> float:
+    # VmHWM: ru_maxrss would carry the bench's own peak over execve (see bench/rss_child.py)
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main() -> int:
     gguf, threads, context = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     from llama_cpp import Llama
@@ -47,7 +59,7 @@ def main() -> int:
                 if tok in stop or len(out) >= req["budget"]:
                     break
             end = time.perf_counter()
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            rss = _peak_rss_mib()
             reply = {"tokens": out, "e2e_s": end - start, "decode_s": end - (first or end), "peak_rss_mb": rss}
         except Exception as exc:  # one bad request is reported, the worker keeps serving
             reply = {"error": f"{type(exc).__name__}: {exc}"}
