@@ -174,3 +174,35 @@ def test_asyncio_cancellation_of_a_local_chat_model_stops_it_within_a_round(tiny
     threading.Event().wait(0.2)
     assert len(rounds) == done and done < 10  # nothing runs after the cancel took effect
     assert len(model.prefix_cache) == 0
+
+
+def test_a_speculative_call_leaves_the_cache_plain_decoding_would(tiny_model):
+    """A last round that verified the stop token and tokens beyond it must not leave their KV
+    entries: the next call would reuse one more position than after plain decoding and prefill a
+    different suffix (on the bf16 and quantized variants that changes the bits: issue 18)."""
+    from agenttrace.generation.drafters import Draft
+
+    prompt = list(range(10, 30))
+    reference = run(tiny_model, prompt).tokens  # the plain continuation, 12 tokens
+
+    class Oracle:
+        """Drafts the plain continuation itself: every draft is accepted, past the stop too."""
+
+        method = "oracle"
+
+        def propose(self, context, k, params):
+            done = len(context) - len(prompt)
+            return Draft(reference[done : done + k])
+
+        def reset(self):
+            pass
+
+    stop = StopCriteria(frozenset({2, reference[4]}), P.max_tokens)  # the 5th token ends the reply
+    plain_cache, spec_cache = PrefixCache(), PrefixCache()
+    plain = generate(tiny_model, prompt, P, stop, FakeClock(), prefix_cache=plain_cache)
+    spec = generate(tiny_model, prompt, P, stop, FakeClock(), prefix_cache=spec_cache, drafter=Oracle(),
+                    num_speculative_tokens=8)
+    assert spec.tokens == plain.tokens == reference[: reference.index(reference[4]) + 1]
+    assert spec.rounds and spec.rounds[-1].accepted > len(spec.tokens) - 1  # it verified past the stop
+    assert [e.tokens for e in spec_cache._entries] == [e.tokens for e in plain_cache._entries]
+    assert spec_cache.nbytes == plain_cache.nbytes

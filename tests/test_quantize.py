@@ -41,13 +41,18 @@ def variant(kind: str, **kw) -> LlamaForCausalLM:
     return model
 
 
+def layer_and_input(kind: str, out: int, rows: int, bias: bool, seed: int):
+    """One `kind` layer made from a random 576-wide linear layer, and `rows` bf16 input rows."""
+    torch.manual_seed(seed)
+    lin = torch.nn.Linear(576, out, bias=bias)
+    layer = {"bf16": Bf16Linear.from_linear, "int8": Int8Linear.from_linear, "int4": Int4Linear.from_linear}[kind](lin)
+    return layer, torch.randn(rows, 576).to(torch.bfloat16)
+
+
 @pytest.mark.parametrize("kind", VARIANTS)
 def test_the_kernels_give_each_row_the_same_bits_in_any_number_of_rows(kind):
     """The premise of the identity: if a torch or CPU changes this, the tests below say why."""
-    torch.manual_seed(1)
-    lin = torch.nn.Linear(576, 1536, bias=False)
-    layer = {"bf16": Bf16Linear.from_linear, "int8": Int8Linear.from_linear, "int4": Int4Linear.from_linear}[kind](lin)
-    x = torch.randn(9, 576).to(torch.bfloat16)
+    layer, x = layer_and_input(kind, 1536, 9, bias=False, seed=1)
     with torch.inference_mode():
         together = layer(x)
         alone = torch.cat([layer(x[i : i + 1]) for i in range(9)])
@@ -56,10 +61,7 @@ def test_the_kernels_give_each_row_the_same_bits_in_any_number_of_rows(kind):
 
 @pytest.mark.parametrize("kind", VARIANTS)
 def test_a_prefill_takes_the_fp32_product_of_the_same_weights(kind):
-    torch.manual_seed(3)
-    lin = torch.nn.Linear(576, 256, bias=True)
-    layer = {"bf16": Bf16Linear.from_linear, "int8": Int8Linear.from_linear, "int4": Int4Linear.from_linear}[kind](lin)
-    x = torch.randn(40, 576).to(torch.bfloat16)
+    layer, x = layer_and_input(kind, 256, 40, bias=True, seed=3)
     with torch.inference_mode():
         wide = layer(x).float()  # 40 rows: the prefill path
         short = torch.cat([layer(x[i : i + 8]) for i in range(0, 40, 8)]).float()  # the kernel path
@@ -81,28 +83,25 @@ def test_every_linear_layer_is_replaced_and_each_stays_close_to_its_fp32_self(ki
                 assert float((b(x).float() - y).norm() / y.norm()) < err  # int4: about 6% per layer
 
 
-@pytest.mark.parametrize("kind", VARIANTS)
-def test_a_verify_pass_gives_each_position_the_bits_of_a_one_token_step(kind):
-    model = variant(kind)
+def verify_and_steps(model) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits of PROMPT[4:] after PROMPT[:4]: in one verify pass, and one token at a time."""
     with torch.inference_mode():
         cache_a, cache_b = kv.new_cache(model), kv.new_cache(model)
         kv.forward(model, PROMPT[:4], cache_a)
         kv.forward(model, PROMPT[:4], cache_b)
         together = kv.forward(model, PROMPT[4:], cache_a)
         alone = torch.cat([kv.forward(model, [t], cache_b) for t in PROMPT[4:]])
-    assert torch.equal(together, alone)
+    return together, alone
+
+
+@pytest.mark.parametrize("kind", VARIANTS)
+def test_a_verify_pass_gives_each_position_the_bits_of_a_one_token_step(kind):
+    assert torch.equal(*verify_and_steps(variant(kind)))
 
 
 def test_without_row_wise_attention_a_bf16_verify_pass_differs_from_one_token_steps():
     """The negative control: stock sdpa mixes a pass's rows, and bf16 makes the difference show."""
-    model = small().to(torch.bfloat16)
-    with torch.inference_mode():
-        cache_a, cache_b = kv.new_cache(model), kv.new_cache(model)
-        kv.forward(model, PROMPT[:4], cache_a)
-        kv.forward(model, PROMPT[:4], cache_b)
-        together = kv.forward(model, PROMPT[4:], cache_a)
-        alone = torch.cat([kv.forward(model, [t], cache_b) for t in PROMPT[4:]])
-    assert not torch.equal(together, alone)
+    assert not torch.equal(*verify_and_steps(small().to(torch.bfloat16)))
 
 
 @pytest.mark.parametrize("kind", VARIANTS)

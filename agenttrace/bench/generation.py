@@ -290,7 +290,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
     p.add_argument("--json", action="store_true", help="print rows as JSON instead of tables")
     p.add_argument("--update-doc", type=Path, default=None, metavar="FILE",
-                   help="also replace the `generation-DEVICE-tTHREADS` section of FILE (e.g. BENCHMARKS.md) with the tables")
+                   help="also replace the `generation[-WEIGHTS]-DEVICE-tTHREADS` section of FILE (e.g. BENCHMARKS.md) with the tables")
     p.set_defaults(func=run)
 
 
@@ -303,7 +303,7 @@ def run(args: argparse.Namespace) -> int:
     from agenttrace.bench.rss_child import measure_peak_rss_mb
     from agenttrace.generation.ceiling import machine_peaks
     from agenttrace.generation.local import device_clock
-    from agenttrace.generation.models import cache_dir, find_bundled_gguf, load_model
+    from agenttrace.generation.models import cache_dir, find_bundled_gguf, load_weights
     from agenttrace.generation.quantize import WEIGHTS
 
     if args.threads:
@@ -314,11 +314,7 @@ def run(args: argparse.Namespace) -> int:
     bad = [w for w in variants if w not in WEIGHTS]
     if bad or not variants:
         raise SystemExit(f"unknown weights {', '.join(bad) or '(none)'}; choose from {', '.join(WEIGHTS)}")
-    models = {
-        w: load_model(device=args.device, dtype="bfloat16" if w == "bf16" else "float32",
-                      quantize=w if w in ("int4", "int8") else None)
-        for w in variants
-    }
+    models = {w: load_weights(w, device=args.device) for w in variants}
     first = next(iter(models.values()))
     clock = device_clock(first.model.device)  # one clock for every arm, synchronised on CUDA
     arm_names = [a for a in args.arms.split(",") if a]
@@ -351,5 +347,6 @@ def run(args: argparse.Namespace) -> int:
         # named after where the model ran (not whether the machine has a GPU)
         device = "cuda" if first.model.device.type == "cuda" else f"cpu-t{torch.get_num_threads()}"
         command = "agenttrace bench generation " + " ".join(shlex.quote(a) for a in sys.argv[3:])
-        update_section(args.update_doc, f"generation-{device}", markdown(rows, steps, header, command.strip()))
+        weights = "" if variants == ["fp32"] else "-" + "-".join(variants)  # its own section per variant set
+        update_section(args.update_doc, f"generation{weights}-{device}", markdown(rows, steps, header, command.strip()))
     return 0

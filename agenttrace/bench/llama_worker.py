@@ -10,21 +10,10 @@ The KV cache is reset before every request: each prompt is prefilled whole, as o
 """
 
 import json
-import resource
 import sys
 import time
 
-
-def _peak_rss_mib() -> float:
-    # VmHWM: ru_maxrss would carry the bench's own peak over execve (see bench/rss_child.py)
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+from peak_rss import peak_rss_mib  # beside this file: the script's folder is on sys.path
 
 
 def main() -> int:
@@ -59,7 +48,7 @@ def main() -> int:
                 if tok in stop or len(out) >= req["budget"]:
                     break
             end = time.perf_counter()
-            rss = _peak_rss_mib()
+            rss = peak_rss_mib()
             reply = {"tokens": out, "e2e_s": end - start, "decode_s": end - (first or end), "peak_rss_mb": rss}
         except Exception as exc:  # one bad request is reported, the worker keeps serving
             reply = {"error": f"{type(exc).__name__}: {exc}"}

@@ -7,7 +7,6 @@ lookup (what the variant's arms run, prepacked verify weights included), print t
 
 from __future__ import annotations
 
-import resource
 import sys
 
 
@@ -32,32 +31,19 @@ def main(argv: list[str]) -> int:
     from agenttrace.generation.chat import GenerationParams
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
-    from agenttrace.generation.models import load_model
+    from agenttrace.generation.models import load_weights
 
     torch.set_num_threads(threads)
-    quantize = weights if weights in ("int4", "int8") else None
-    loaded = load_model(dtype="bfloat16" if weights == "bf16" else "float32", quantize=quantize)
+    loaded = load_weights(weights)
     params = GenerationParams(max_tokens=64)
     messages = tool_call_prompts()[0]
     LocalChatModel(loaded.model, loaded.tokenizer).chat(messages, params)
     LocalChatModel(loaded.model, loaded.tokenizer, drafter=PromptLookupDrafter(), num_speculative_tokens=16,
                    adaptive=True).chat(messages, params)
+    from agenttrace.bench.peak_rss import peak_rss_mib
+
     print(peak_rss_mib())
     return 0
-
-
-def peak_rss_mib() -> float:
-    """This process's resident-set high-water mark. VmHWM, not getrusage's ru_maxrss: Linux carries
-    ru_maxrss over execve, so a child of the bench (which holds every variant) would report the
-    bench's own peak."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 if __name__ == "__main__":

@@ -272,7 +272,12 @@ def generate(
 
         keep, reason = result
         if prefix_cache is not None:
-            prefix_cache.put(prompt_ids + out, cache)
+            # Keep what plain decoding's cache would hold, prompt + out[:keep - 1]: a last round may
+            # have verified tokens past the stop (a drafted EOS and beyond). Otherwise the next call
+            # would reuse one more position here than without speculation and prefill a different
+            # suffix, and a variant whose prefill and decode kernels differ would then diverge.
+            kv.crop(cache, len(prompt_ids) + max(keep - 1, 0))
+            prefix_cache.put(prompt_ids + out[:keep], cache)
         finished = True
         return Decoded(
             tokens=out[:keep],

@@ -33,7 +33,9 @@ __all__ = [
     "cache_dir",
     "find_bundled_gguf",
     "load_model",
+    "load_weights",
     "weights_label",
+    "write_folder_atomically",
 ]
 
 _log = logging.getLogger(__name__)
@@ -131,19 +133,35 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     plain.tie_weights()
     plain.generation_config = quantized.generation_config
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Write into a temporary sibling and rename, so an interrupted conversion leaves no half folder.
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
+    def write(tmp: Path) -> None:
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+
+    write_folder_atomically(target, write, "config.json")
+
+
+def write_folder_atomically(target: Path, write, marker: str) -> None:
+    """Fill a temporary sibling of `target` with `write(tmp)` and rename it into place, so an
+    interrupted write leaves no half folder; another process that finished first (its `marker`
+    file is there) wins."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        write(tmp)
         try:
             tmp.rename(target)
-        except OSError:  # another process converted it meanwhile
-            if not (target / "config.json").is_file():
+        except OSError:
+            if not (target / marker).is_file():
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_weights(weights: str, name_or_path: str | None = None, *, device: str = "cpu") -> LoadedModel:
+    """`load_model` by the variant's label: fp32, bf16, int8 or int4."""
+    quantize = weights if weights in ("int4", "int8") else None
+    return load_model(name_or_path, device=device, dtype="bfloat16" if weights == "bf16" else "float32",
+                      quantize=quantize)
 
 
 def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: str = "float32",

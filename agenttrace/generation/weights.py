@@ -16,8 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 
 _log = logging.getLogger(__name__)
@@ -46,18 +44,13 @@ def save_variant(model, folder: Path, quantization: str) -> None:
 
     tensors = {name: t.contiguous() for name, t in model.named_parameters()}
     tensors.update({name: t.contiguous() for name, t in model.named_buffers()})
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
+    from agenttrace.generation.models import write_folder_atomically
+
+    def write(tmp: Path) -> None:
         save_file(tensors, str(tmp / "weights.safetensors"))
         (tmp / "layers.json").write_text(json.dumps({"quantization": quantization, "layers": quantized_shapes(model)}))
-        try:
-            tmp.rename(folder)
-        except OSError:  # another process saved it meanwhile
-            if not (folder / "layers.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    write_folder_atomically(folder, write, "layers.json")
 
 
 def load_variant(folder: Path, source: str):
