@@ -334,7 +334,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_rss and args.device == "cpu":
         rss = {w: measure_peak_rss_mb(w, torch.get_num_threads()) for w in variants}
         for r in rows:
-            r.peak_rss_mb = peer.peak_rss_mb if r.weights.startswith("gguf") and peer else rss.get(r.weights)
+            if r.weights.startswith("gguf") and peer is not None:
+                r.peak_rss_mb = peer.peak_rss_mb[r.arm == "llama_cpp_lookup"] or None
+            else:
+                r.peak_rss_mb = rss.get(r.weights)
     header = (f"{first.name}, batch 1, greedy, medians of {args.repeats} interleaved repeats; {machine()}; "
               f"read bandwidth {peaks.read_gb_s:.1f} GB/s, fp32 matmul {peaks.matmul_gflop_s:.0f} GFLOP/s")
     if args.json:

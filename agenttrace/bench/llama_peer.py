@@ -47,7 +47,10 @@ class LlamaPeer:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
         )
         self.gguf = gguf
-        self.peak_rss_mb = 0.0
+        # The worker loads the lookup arm's second instance on its first lookup request, so the
+        # plain arm's peak is the one seen before that; the lookup arm's counts both instances.
+        self.peak_rss_mb = {False: 0.0, True: 0.0}
+        self._lookup_loaded = False
         ready = self._proc.stdout.readline() if self._proc.stdout else ""
         if not ready:
             err = self._proc.stderr.read() if self._proc.stderr else ""
@@ -63,7 +66,10 @@ class LlamaPeer:
         reply = json.loads(line)
         if "error" in reply:
             raise RuntimeError(f"llama.cpp failed on a prompt: {reply['error']}")
-        self.peak_rss_mb = max(self.peak_rss_mb, reply["peak_rss_mb"])
+        self._lookup_loaded = self._lookup_loaded or lookup
+        if not self._lookup_loaded:
+            self.peak_rss_mb[False] = max(self.peak_rss_mb[False], reply["peak_rss_mb"])
+        self.peak_rss_mb[True] = max(self.peak_rss_mb[True], reply["peak_rss_mb"])
         return reply
 
     def arm(self, stop: list[int], lookup: bool):

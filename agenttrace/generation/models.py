@@ -14,8 +14,6 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +33,6 @@ __all__ = [
     "load_model",
     "load_weights",
     "weights_label",
-    "write_folder_atomically",
 ]
 
 _log = logging.getLogger(__name__)
@@ -137,24 +134,9 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
 
+    from agenttrace.generation.weights import write_folder_atomically
+
     write_folder_atomically(target, write, "config.json")
-
-
-def write_folder_atomically(target: Path, write, marker: str) -> None:
-    """Fill a temporary sibling of `target` with `write(tmp)` and rename it into place, so an
-    interrupted write leaves no half folder; another process that finished first (its `marker`
-    file is there) wins."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        write(tmp)
-        try:
-            tmp.rename(target)
-        except OSError:
-            if not (target / marker).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_weights(weights: str, name_or_path: str | None = None, *, device: str = "cpu") -> LoadedModel:
@@ -172,7 +154,7 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
     anything else is a hub name, which needs network access or a warm hub cache. `dtype`
     "bfloat16" casts the weights; `quantize` ("int8", "int4", CPU only) makes weight-only
     quantized linear layers, once: the result is cached (generation/weights.py) and later loads
-    read it directly. Every variant but fp32 gets row-wise attention (generation/invariant.py).
+    read it directly. On the CPU every variant but fp32 gets row-wise attention (generation/invariant.py).
     """
     clock = clock if clock is not None else default_clock()
     phases: dict[str, float] = {}
@@ -244,7 +226,9 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
     model.to(device)
     model.eval()
     weights = weights_label(dtype, quantize)
-    if weights != "fp32":
+    # On a GPU, cuBLAS picks its kernels by the number of rows, so per-row attention would cost
+    # launches without making a pass's rows bit-identical to one-token steps: CPU only.
+    if weights != "fp32" and torch.device(device).type == "cpu":
         from agenttrace.generation.invariant import use_rowwise_attention
 
         use_rowwise_attention(model)

@@ -16,11 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
+import tempfile
 from pathlib import Path
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["cached_variant_dir", "load_variant", "save_variant"]
+__all__ = ["cached_variant_dir", "load_variant", "save_variant", "write_folder_atomically"]
 
 _FORMAT = 2  # 2: int4 layers keep plain nibbles for prefill
 
@@ -44,13 +46,28 @@ def save_variant(model, folder: Path, quantization: str) -> None:
 
     tensors = {name: t.contiguous() for name, t in model.named_parameters()}
     tensors.update({name: t.contiguous() for name, t in model.named_buffers()})
-    from agenttrace.generation.models import write_folder_atomically
-
     def write(tmp: Path) -> None:
         save_file(tensors, str(tmp / "weights.safetensors"))
         (tmp / "layers.json").write_text(json.dumps({"quantization": quantization, "layers": quantized_shapes(model)}))
 
     write_folder_atomically(folder, write, "layers.json")
+
+
+def write_folder_atomically(target: Path, write, marker: str) -> None:
+    """Fill a temporary sibling of `target` with `write(tmp)` and rename it into place, so an
+    interrupted write leaves no half folder; another process that finished first (its `marker`
+    file is there) wins."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        write(tmp)
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / marker).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_variant(folder: Path, source: str):
