@@ -48,46 +48,71 @@ def _wide(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> t
     return y.to(x.dtype)
 
 
-class Bf16Linear(nn.Module):
+class _WeightOnlyLinear(nn.Module):
+    """What the variants' linear layers share: a bf16 bias, the prefill path through `_wide`, and
+    the short-pass path of each kernel (`_short`) over rows packed as the kernels want them."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.bias = nn.Parameter(torch.empty(out_features, dtype=COMPUTE_DTYPE), requires_grad=False) if bias else None
+
+    def _copy_bias(self, linear: nn.Linear) -> None:
+        if linear.bias is not None:
+            self.bias = nn.Parameter(linear.bias.detach().to(COMPUTE_DTYPE), requires_grad=False)
+
+    def dequantized(self) -> torch.Tensor:
+        """The fp32 weight [out, in] the stored values stand for."""
+        raise NotImplementedError
+
+    def _short(self, flat: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _is_prefill(x):
+            return _wide(x, self.dequantized(), self.bias)
+        y = self._short(x.reshape(-1, self.in_features).to(COMPUTE_DTYPE).contiguous())
+        y = y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+        return y + self.bias if self.bias is not None else y
+
+
+class Bf16Linear(_WeightOnlyLinear):
     """A linear layer with bf16 weights: short passes in bf16 (the bits of each row do not depend on
     the others), long ones through `_wide`."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
+        super().__init__(in_features, out_features, bias)
         self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=COMPUTE_DTYPE), requires_grad=False)
-        self.bias = nn.Parameter(torch.empty(out_features, dtype=COMPUTE_DTYPE), requires_grad=False) if bias else None
 
     @classmethod
     def from_linear(cls, linear: nn.Linear) -> Bf16Linear:
         out = cls(linear.in_features, linear.out_features, linear.bias is not None)
         out.weight = nn.Parameter(linear.weight.detach().to(COMPUTE_DTYPE), requires_grad=False)
-        if linear.bias is not None:
-            out.bias = nn.Parameter(linear.bias.detach().to(COMPUTE_DTYPE), requires_grad=False)
+        out._copy_bias(linear)
         return out
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if _is_prefill(x):
-            return _wide(x, self.weight.float(), self.bias)
-        return torch.nn.functional.linear(x.to(COMPUTE_DTYPE), self.weight, self.bias).to(x.dtype)
+    def dequantized(self) -> torch.Tensor:
+        return self.weight.float()
+
+    def _short(self, flat: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(flat, self.weight)
 
 
-class Int4Linear(nn.Module):
+class Int4Linear(_WeightOnlyLinear):
     """A linear layer with 4-bit weights in groups of `group` input columns, each group with its
     own scale and zero point (bf16, as the kernel's bf16 path wants them)."""
 
     PREFILL_ONLY = ("nibbles",)  # not read by a decode step (generation/ceiling.py)
 
     def __init__(self, in_features: int, out_features: int, group: int = INT4_GROUP, bias: bool = False) -> None:
-        super().__init__()
-        self.group, self.in_features, self.out_features = group, in_features, out_features
+        super().__init__(in_features, out_features, bias)
+        self.group = group
         # Shapes of what _convert_weight_to_int4pack_for_cpu gives; filled by from_linear or a cached file.
         self.register_buffer("packed", torch.empty(out_features, in_features // 2, dtype=torch.uint8))
         self.register_buffer("scales_zeros", torch.empty(in_features // group, out_features, 2, dtype=COMPUTE_DTYPE))
         # The same 4-bit values two to a byte in plain order, for prefill's dequantized product (the
         # kernel's own layout is blocked and undocumented): 25% more memory, read only by prefill.
         self.register_buffer("nibbles", torch.empty(out_features, in_features // 2, dtype=torch.uint8))
-        self.bias = nn.Parameter(torch.empty(out_features, dtype=COMPUTE_DTYPE), requires_grad=False) if bias else None
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, group: int = INT4_GROUP) -> Int4Linear:
@@ -104,35 +129,26 @@ class Int4Linear(nn.Module):
         out.nibbles = (q8[:, 0::2] | (q8[:, 1::2] << 4)).contiguous()
         sz = torch.cat([scale.reshape(n, k // group, 1), zero.reshape(n, k // group, 1)], -1)
         out.scales_zeros = sz.transpose(0, 1).contiguous().to(COMPUTE_DTYPE)
-        if linear.bias is not None:
-            out.bias = nn.Parameter(linear.bias.detach().to(COMPUTE_DTYPE), requires_grad=False)
+        out._copy_bias(linear)
         return out
 
     def dequantized(self) -> torch.Tensor:
-        """The fp32 weight [out, in] the 4-bit values stand for."""
         n, k, g = self.out_features, self.in_features, self.group
         q = torch.stack([self.nibbles & 15, self.nibbles >> 4], -1).reshape(n, k // g, g).float()
         sz = self.scales_zeros.float().transpose(0, 1)  # [n, k // g, 2]
         return ((q - 8) * sz[..., :1] + sz[..., 1:]).reshape(n, k)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if _is_prefill(x):
-            return _wide(x, self.dequantized(), self.bias)
-        flat = x.reshape(-1, self.in_features).to(COMPUTE_DTYPE).contiguous()  # the kernel wants rows packed
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, self.packed, self.group, self.scales_zeros)
-        y = y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
-        return y + self.bias if self.bias is not None else y
+    def _short(self, flat: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(flat, self.packed, self.group, self.scales_zeros)
 
 
-class Int8Linear(nn.Module):
+class Int8Linear(_WeightOnlyLinear):
     """A linear layer with 8-bit weights and one scale per output channel."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
+        super().__init__(in_features, out_features, bias)
         self.register_buffer("weight_int8", torch.empty(out_features, in_features, dtype=torch.int8))
         self.register_buffer("scales", torch.empty(out_features, dtype=COMPUTE_DTYPE))
-        self.bias = nn.Parameter(torch.empty(out_features, dtype=COMPUTE_DTYPE), requires_grad=False) if bias else None
 
     @classmethod
     def from_linear(cls, linear: nn.Linear) -> Int8Linear:
@@ -141,17 +157,14 @@ class Int8Linear(nn.Module):
         scale = (w.abs().amax(1) / 127).clamp_min(1e-8)
         out.weight_int8 = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
         out.scales = scale.to(COMPUTE_DTYPE)
-        if linear.bias is not None:
-            out.bias = nn.Parameter(linear.bias.detach().to(COMPUTE_DTYPE), requires_grad=False)
+        out._copy_bias(linear)
         return out
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if _is_prefill(x):
-            return _wide(x, self.weight_int8.float() * self.scales.float()[:, None], self.bias)
-        flat = x.reshape(-1, self.in_features).to(COMPUTE_DTYPE).contiguous()
-        y = torch.ops.aten._weight_int8pack_mm(flat, self.weight_int8, self.scales)
-        y = y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
-        return y + self.bias if self.bias is not None else y
+    def dequantized(self) -> torch.Tensor:
+        return self.weight_int8.float() * self.scales.float()[:, None]
+
+    def _short(self, flat: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._weight_int8pack_mm(flat, self.weight_int8, self.scales)
 
 
 def _replace_linears(model: nn.Module, make) -> int:
