@@ -14,6 +14,7 @@ from rich.table import Table
 from agenttrace.bench.harness.arms import describe_arm
 from agenttrace.bench.harness.figures import MIN_SAMPLES, ArmFigures, BenchFigures
 from agenttrace.bench.harness.options import HarnessOptions
+from agenttrace.generation.models import weights_label
 from agenttrace.bench.harness.records import Manifest, ScenarioResult
 from agenttrace.report.model import Distribution
 
@@ -197,8 +198,7 @@ def report_markdown(figs: BenchFigures, scenarios: list[ScenarioResult], opts: H
            "- Arms: " + "; ".join(f"{a} ({describe_arm(a, opts)})" for a in opts.arms),
            f"- Every arm: prefix cache {'on, ' + str(opts.prefix_cache_mb) + ' MiB per arm' if opts.prefix_cache_mb else 'off'}, "
            f"greedy, {opts.max_tokens} tokens per generation, {opts.task_deadline_s:g} s per task, "
-           f"torch threads: {opts.threads or 'torch default'}; weights: "
-           f"{opts.quantize or {'float32': 'fp32', 'bfloat16': 'bf16'}.get(opts.dtype, opts.dtype)}"
+           f"torch threads: {opts.threads or 'torch default'}; weights: {weights_label(opts.dtype, opts.quantize)}"
            + (" (quality changes against an fp32 run of the same tasks come from quantization, not speculation)"
               if opts.quantize or opts.dtype != "float32" else ""),
            "- Sensors: " + "; ".join(f"{k}: {v}" for k, v in manifest.sensors.items()), ""]
