@@ -45,6 +45,22 @@ def _visible_prefix(mask: torch.Tensor | None, row: int, q_len: int, kv_len: int
     return None
 
 
+_last: tuple = (None, 0, 0, [])  # (mask, q_len, kv_len, ends) of the previous layer's call
+
+
+def _visible_prefixes(mask: torch.Tensor | None, q_len: int, kv_len: int) -> list[int | None]:
+    """Each query row's visible prefix. Every layer of one forward pass gets the same mask
+    object, so the rows are read from it once per pass, not once per layer (the tuple holds the
+    mask, so its identity cannot be reused by another tensor meanwhile)."""
+    global _last
+    last_mask, last_q, last_kv, ends = _last
+    if mask is not None and mask is last_mask and (q_len, kv_len) == (last_q, last_kv):
+        return ends
+    ends = [_visible_prefix(mask, i, q_len, kv_len) for i in range(q_len)]
+    _last = (mask, q_len, kv_len, ends)
+    return ends
+
+
 def _one_query(query, key, value, scaling):
     """Attention of one query position over `key`/`value` [1, kv heads, L, dim]: the query heads
     that share a KV head become rows of one product (what transformers' sdpa path does for a
@@ -65,7 +81,7 @@ def rowwise_attention_forward(module, query, key, value, attention_mask, dropout
     kv_len = key.shape[2]
     stock = q_len > ROWWISE_MAX_ROWS or batch != 1 or heads % key.shape[1] or dropout or any(
         kwargs.get(k) is not None for k in ("softcap", "sliding_window", "position_bias", "s_aux"))
-    ends = [] if stock else [_visible_prefix(attention_mask, i, q_len, kv_len) for i in range(q_len)]
+    ends = [] if stock else _visible_prefixes(attention_mask, q_len, kv_len)
     if stock or any(e is None for e in ends):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
