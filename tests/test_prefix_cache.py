@@ -83,8 +83,8 @@ def test_cancellation_stops_within_a_round_and_releases_the_caches(tiny_model, m
     made = []
     real_new_cache = kv.new_cache
 
-    def tracking_new_cache(model):
-        cache = real_new_cache(model)
+    def tracking_new_cache(model, tokens=0):
+        cache = real_new_cache(model, tokens)
         made.append(weakref.ref(cache))
         return cache
 

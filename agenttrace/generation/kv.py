@@ -11,13 +11,24 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Protocol, runtime_checkable
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import Cache, DynamicCache, PreTrainedModel
+
+
+@runtime_checkable
+class Stepper(Protocol):
+    """What runs the passes itself, in place of a model (compiled.CompiledDecoder): the loop
+    hands it the model's place and these functions hand it the work."""
+
+    def new_cache(self, tokens: int) -> Cache: ...
+
+    def forward(self, ids: list[int], cache: Cache, last_only: bool = False) -> torch.Tensor: ...
 
 
 @lru_cache(maxsize=32)
-def _forward_kwargs(model_cls: type) -> tuple[str, bool]:
+def forward_kwargs(model_cls: type) -> tuple[str, bool]:
     """The KV-cache keyword (`cache` in transformers 5, `past_key_values` before) and whether
     the model can skip the LM head for positions whose logits are not needed."""
     params = inspect.signature(model_cls.forward).parameters
@@ -25,15 +36,21 @@ def _forward_kwargs(model_cls: type) -> tuple[str, bool]:
     return cache_kw, "logits_to_keep" in params
 
 
-def new_cache(model: PreTrainedModel) -> DynamicCache:
+def new_cache(model: PreTrainedModel, tokens: int = 0) -> Cache:
+    """An empty cache for a call that may hold `tokens` tokens (only a compiled model's static
+    cache needs that size; a dynamic cache grows)."""
+    if isinstance(model, Stepper):
+        return model.new_cache(tokens)
     return DynamicCache(config=model.config)
 
 
-def forward(model: PreTrainedModel, ids: list[int], cache: DynamicCache, *, last_only: bool = False) -> torch.Tensor:
+def forward(model: PreTrainedModel, ids: list[int], cache: Cache, *, last_only: bool = False) -> torch.Tensor:
     """Run `ids` through the model after the cached tokens; returns float logits [n, vocab]
     (or [1, vocab] with `last_only`, which skips the LM head for all but the last position:
     for a 500-token prefill over a 49k vocabulary that head is a large share of the cost)."""
-    cache_kw, can_keep = _forward_kwargs(type(model))
+    if isinstance(model, Stepper):
+        return model.forward(ids, cache, last_only)
+    cache_kw, can_keep = forward_kwargs(type(model))
     input_ids = torch.tensor([ids], dtype=torch.long, device=model.device)  # [1, n]
     kwargs = {cache_kw: cache, "use_cache": True}
     if last_only and can_keep:
@@ -44,8 +61,8 @@ def forward(model: PreTrainedModel, ids: list[int], cache: DynamicCache, *, last
     return logits.float()
 
 
-def cached_length(cache: DynamicCache) -> int:
-    return cache.get_seq_length()
+def cached_length(cache: Cache) -> int:
+    return int(cache.get_seq_length())  # a static cache keeps its length in a tensor
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -57,9 +74,10 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
-def crop(cache: DynamicCache, length: int) -> None:
+def crop(cache: Cache, length: int) -> None:
     """Drop cached entries beyond `length` tokens (rejected draft tokens)."""
-    extra = cache.get_seq_length() - length
+    extra = cached_length(cache) - length
     if extra > 0:
-        # transformers 5: a negative argument is the number of tokens to remove.
+        # transformers 5: a negative argument is the number of tokens to remove (for a static
+        # cache that only moves its length back; the next pass overwrites the stale entries).
         cache.crop(-extra)

@@ -17,6 +17,7 @@ from agenttrace.generation.chat import (
     GenerationParams,
     Message,
 )
+from agenttrace.generation.compiled import CompiledDecoder, compiled_view
 from agenttrace.generation.constrain import GrammarCompiler
 from agenttrace.generation.drafters import Drafter
 from agenttrace.generation.loop import Decoded, StopCriteria, generate
@@ -52,7 +53,10 @@ class LocalChatModel:
     within a call once it is measured not to pay. prefix_cache: reuse the KV cache of earlier
     calls for their longest common prefix (True for a default-sized one). packed_verify: run the
     few-token verify passes on prepacked weights (see packed.py); None means on when speculating
-    on a CPU where it is available.
+    on a CPU where it is available. compiled: decode and verify through torch.compile graphs over
+    a static KV cache (compiled.py), or a `CompiledDecoder` of `model` to share (its graphs
+    compile once); the first pass of each shape compiles (tens of seconds on a CPU), which
+    `self.compiled.warm_up` can do ahead.
     """
 
     provider_name = "transformers"
@@ -69,6 +73,7 @@ class LocalChatModel:
         fallback: bool = True,
         prefix_cache: PrefixCache | bool = False,
         packed_verify: bool | None = None,
+        compiled: bool | CompiledDecoder = False,
         clock: Clock | None = None,
     ) -> None:
         self.model = model
@@ -89,8 +94,13 @@ class LocalChatModel:
         self.prefix_cache = prefix_cache if isinstance(prefix_cache, PrefixCache) else (PrefixCache() if prefix_cache else None)
         if packed_verify is None:
             packed_verify = drafter is not None
-        # The model the loop runs: with packed weights its verify passes cost far less on a CPU.
-        self._runner = packed_view(model) if packed_verify else model
+        # The model the loop runs: with packed weights its verify passes cost far less on a CPU;
+        # compiled, its short passes run as torch.compile graphs over a static cache (inductor
+        # packs weights its own way, so the two do not stack).
+        if compiled is True:
+            compiled = compiled_view(model)
+        self.compiled: CompiledDecoder | None = compiled or None
+        self._runner = self.compiled or (packed_view(model) if packed_verify else model)
         self.clock = clock or device_clock(model.device)
         self._own_clock = clock is not None
         eos = {tokenizer.eos_token_id, *_as_list(getattr(model.generation_config, "eos_token_id", None))}

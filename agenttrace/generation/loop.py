@@ -179,10 +179,11 @@ def generate(
     try:
         with torch.inference_mode():
             prefill_start = clock.now_ns()
+            room = len(prompt_ids) + stop.max_tokens  # what a static (compiled) cache must hold
             if prefix_cache is not None:
-                cache, cached = prefix_cache.take(model, prompt_ids)
+                cache, cached = prefix_cache.take(model, prompt_ids, room)
             else:
-                cache, cached = kv.new_cache(model), 0
+                cache, cached = kv.new_cache(model, room), 0
             logits = kv.forward(model, prompt_ids[cached:], cache, last_only=True)  # [1, V]
             constrained = matcher is not None and matcher.active
             out: list[int] = []

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
-from transformers.cache_utils import DynamicLayer
+from transformers import Cache, DynamicCache, PreTrainedModel, StaticCache
+from transformers.cache_utils import DynamicLayer, StaticLayer
 
 from agenttrace.generation import kv
 
@@ -55,9 +55,10 @@ class PrefixCache:
         accounting, which must tell what the cache keeps on purpose from what leaked."""
         return [t for entry in self._entries for layer in entry.layers for t in layer]
 
-    def take(self, model: PreTrainedModel, prompt: Sequence[int]) -> tuple[DynamicCache, int]:
+    def take(self, model: PreTrainedModel, prompt: Sequence[int], tokens: int = 0) -> tuple[Cache, int]:
         """A cache holding the longest cached prefix of `prompt` (never all of it: the last prompt
-        token must be run to get the next token's logits), and that prefix's length."""
+        token must be run to get the next token's logits), and that prefix's length. `tokens`:
+        what the call may hold in all (the size of a compiled model's static cache)."""
         best, length = None, 0
         for entry in self._entries:
             n = kv.common_prefix_length(entry.tokens, prompt)
@@ -65,24 +66,33 @@ class PrefixCache:
                 best, length = entry, n
         length = min(length, len(prompt) - 1)
         if best is None or length <= 0:
-            return kv.new_cache(model), 0
+            return kv.new_cache(model, tokens), 0
         self._entries.remove(best)
         self._entries.append(best)  # most recently used
         self.hits += 1
         self.reused_tokens += length
         data = [(k[:, :, :length], v[:, :, :length]) for k, v in best.layers]
+        if isinstance(model, kv.Stepper):  # a compiled model: its own static cache, filled
+            cache = model.new_cache(tokens)
+            for layer, (k, v) in zip(cache.layers, data, strict=True):
+                layer.update(k, v)  # copies into the static tensors: the entry stays as stored
+            return cache, length
         return DynamicCache(ddp_cache_data=data, config=model.config), length
 
-    def put(self, tokens: Sequence[int], cache: DynamicCache) -> None:
+    def put(self, tokens: Sequence[int], cache: Cache) -> None:
         """Keep `cache`, which holds the KV entries of `tokens` (prompt and generated text)."""
-        if not all(type(layer) is DynamicLayer and layer.is_initialized for layer in cache.layers):
+        if not all(type(layer) in (DynamicLayer, StaticLayer) and layer.is_initialized for layer in cache.layers):
             # Sliding-window or hybrid layers keep only part of the sequence: a prefix cut from
             # them would be wrong, so such models run without prefix reuse.
             _log.debug("prefix cache skipped: the cache has non-dynamic layers")
             return
         length = kv.cached_length(cache)
         tokens = tuple(tokens[:length])
-        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        if isinstance(cache, StaticCache):
+            # a static cache is the call's own buffer at full capacity: keep just the used part
+            layers = [(layer.keys[:, :, :length].clone(), layer.values[:, :, :length].clone()) for layer in cache.layers]
+        else:
+            layers = [(layer.keys, layer.values) for layer in cache.layers]
         nbytes = sum(k.nbytes + v.nbytes for k, v in layers)
         if nbytes > self.max_bytes:
             return
