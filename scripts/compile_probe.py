@@ -1,9 +1,10 @@
-"""A probe for the compiled-decode question of the quantized-weights issue, not part of the
-library: one decode step (and a 4- and 5-token verify pass) of the bundled model in a weight
-variant, eager and under `torch.compile(model, dynamic=True)` over transformers' dynamic KV cache,
-at a 434-token context, with the compile times.
+"""The compiled decode path against the eager one on the bundled model, outside the benchmark:
+compile time per pass width, then the time of a decode step and of verify passes, eager and
+compiled, at a 434-token context, and whether the logits are the same bits.
 
-    .venv/bin/python scripts/compile_probe.py [fp32|int4|int8] [THREADS]
+    .venv/bin/python scripts/compile_probe.py [fp32|bf16|int8|int4] [THREADS] [WIDTHS]
+
+WIDTHS: comma-separated pass widths to compile and time (default 1,4,16).
 """
 import sys
 import time
@@ -11,34 +12,50 @@ import time
 import torch
 
 from agenttrace.generation import kv
+from agenttrace.generation.compiled import compiled_view
 from agenttrace.generation.models import load_weights
+
+
+def timed(fn, repeats: int) -> float:
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - start) / repeats * 1e3
 
 
 def main() -> None:
     weights = sys.argv[1] if len(sys.argv) > 1 else "int4"
     torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 1)
+    widths = [int(w) for w in (sys.argv[3] if len(sys.argv) > 3 else "1,4,16").split(",")]
     model = load_weights(weights).model
-    ids = list(range(100, 534))
+    comp = compiled_view(model)
+    context = list(range(100, 534))
     with torch.inference_mode():
-        cache = kv.new_cache(model)
-        kv.forward(model, ids, cache, last_only=True)
-        t = time.perf_counter()
-        for _ in range(10):
-            kv.forward(model, [5], cache)
-        print(f"{weights} eager decode step: {(time.perf_counter() - t) / 10 * 1e3:.1f} ms", flush=True)
-        compiled = torch.compile(model, dynamic=True)
-        for label, tokens in (("compile (first decode step)", [5]), ("second decode step", [5])):
-            t = time.perf_counter()
-            kv.forward(compiled, tokens, cache)
-            print(f"{label}: {time.perf_counter() - t:.2f} s", flush=True)
-        t = time.perf_counter()
-        for _ in range(10):
-            kv.forward(compiled, [5], cache)
-        print(f"compiled decode step: {(time.perf_counter() - t) / 10 * 1e3:.1f} ms", flush=True)
-        for n in (4, 5):
-            t = time.perf_counter()
-            kv.forward(compiled, [5] * n, cache)
-            print(f"first {n}-token verify pass: {time.perf_counter() - t:.2f} s", flush=True)
+        for width in widths:
+            start = time.perf_counter()
+            comp.warm_up([len(context) + 64], [width])
+            print(f"compile width {width}: {time.perf_counter() - start:.1f} s", flush=True)
+        eager_cache, static = kv.new_cache(model), comp.new_cache(len(context) + 64)
+        kv.forward(model, context, eager_cache, last_only=True)
+        comp.forward(context, static, last_only=True)
+        base = len(context)
+        for width in widths:
+            ids = [5] * width
+
+            def eager_pass():
+                kv.forward(model, ids, eager_cache)
+                kv.crop(eager_cache, base)
+
+            def compiled_pass():
+                comp.forward(ids, static)
+                kv.crop(static, base)
+
+            e, c = timed(eager_pass, 5), timed(compiled_pass, 5)
+            same = torch.equal(kv.forward(model, ids, eager_cache), comp.forward(ids, static))
+            kv.crop(eager_cache, base)
+            kv.crop(static, base)
+            print(f"{weights} {width}-token pass: eager {e:.1f} ms, compiled {c:.1f} ms ({e / c:.2f}x); "
+                  f"same logits as eager: {same}", flush=True)
 
 
 if __name__ == "__main__":

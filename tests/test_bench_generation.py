@@ -66,3 +66,20 @@ def test_an_unknown_arm_is_refused_with_the_choices(loaded):
     clock, _ = synced_fake_clock()
     with pytest.raises(SystemExit, match="hf_generate"):
         build_arms(loaded, ["nope"], clock)
+
+
+def test_the_compiled_arms_share_one_compiled_model_warm_up_before_timing_and_agree_with_eager(loaded):
+    from agenttrace.bench.generation import _warm_up
+
+    clock, _ = synced_fake_clock()
+    names = ["ours_plain", "ours_plain_compiled", "ours_prompt_lookup_k3_compiled"]
+    arms = build_arms(loaded, names, clock, longest=len(PROMPT) + 4)
+    plain, lookup = arms["ours_plain_compiled"], arms["ours_prompt_lookup_k3_compiled"]
+    assert plain.compiled is lookup.compiled and arms["ours_plain"].compiled is None
+    assert _warm_up(arms["ours_plain"], [16]) is None
+    first = _warm_up(plain, [len(PROMPT) + 4])  # width 1 only
+    assert set(plain.compiled.compile_s) == {(512, 1)} and first == plain.compiled.compile_s[(512, 1)] > 0
+    _warm_up(lookup, [len(PROMPT) + 4])  # up to k + 1 = 4 tokens: widths 1, 2 and 4
+    assert set(lookup.compiled.compile_s) == {(512, 1), (512, 2), (512, 4)}
+    eager = arms["ours_plain"](PROMPT, 4).tokens
+    assert plain(PROMPT, 4).tokens == eager == lookup(PROMPT, 4).tokens

@@ -74,20 +74,42 @@ def _our_arm(chat_model) -> Callable[[list[int], int], Run]:
             sum(r.drafted for r in out.rounds), sum(r.accepted for r in out.rounds), len(out.rounds),
         )
 
+    run.compiled = chat_model.compiled  # type: ignore[attr-defined]  (warmed up before timing)
+    run.max_width = chat_model.num_speculative_tokens + 1  # type: ignore[attr-defined]
     return run
 
 
-def build_arms(loaded, names: list[str], clock: Clock, peer=None) -> dict[str, Callable[[list[int], int], Run]]:
+def _warm_up(arm, lengths: list[int]) -> float | None:
+    """Compile a compiled arm's shapes for calls of these lengths; the seconds its graphs took
+    to compile (also when another arm sharing its compiled model compiled them first), or None."""
+    compiled = getattr(arm, "compiled", None)
+    if compiled is None:
+        return None
+    from agenttrace.generation.compiled import WIDTHS
+
+    widths = [w for w in WIDTHS if w <= arm.max_width] + [next(w for w in WIDTHS if w >= arm.max_width)]
+    compiled.warm_up(lengths, set(widths))
+    return sum(s for (_, width), s in compiled.compile_s.items() if width in widths)
+
+
+def build_arms(loaded, names: list[str], clock: Clock, peer=None,
+               longest: int = 0) -> dict[str, Callable[[list[int], int], Run]]:
     """The arms `names` over the loaded model, every one timed on `clock` (the llama.cpp arms on
-    `peer`, a LlamaPeer); SystemExit naming the arms there are when one is unknown."""
+    `peer`, a LlamaPeer); SystemExit naming the arms there are when one is unknown. The compiled
+    arms share one compiled model whose static caches hold `longest` tokens (prompt and budget):
+    one cache size, so one set of graphs."""
+    from agenttrace.generation.compiled import capacity_for, compiled_view
     from agenttrace.generation.draft_model import early_exit_drafter, early_exit_view
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
 
     m, tok = loaded.model, loaded.tokenizer
+    shared = []
 
-    def ours(**kw):
-        return _our_arm(LocalChatModel(m, tok, name=loaded.name, clock=clock, **kw))
+    def ours(compiled: bool = False, **kw):
+        if compiled and not shared:
+            shared.append(compiled_view(m, min_capacity=capacity_for(longest)))
+        return _our_arm(LocalChatModel(m, tok, name=loaded.name, clock=clock, compiled=compiled and shared[0], **kw))
 
     factories: dict[str, Callable[[], Callable]] = {
         "hf_generate": lambda: _hf_arm(m, tok, clock),
@@ -99,6 +121,11 @@ def build_arms(loaded, names: list[str], clock: Clock, peer=None) -> dict[str, C
         "ours_prompt_lookup_adaptive16": lambda: ours(drafter=PromptLookupDrafter(), num_speculative_tokens=16, adaptive=True),
         "ours_early_exit8_k3": lambda: ours(drafter=early_exit_drafter(m, 8), num_speculative_tokens=3, fallback=False),
         "ours_early_exit8_adaptive": lambda: ours(drafter=early_exit_drafter(m, 8), num_speculative_tokens=4, adaptive=True),
+        "ours_plain_compiled": lambda: ours(compiled=True),
+        "ours_prompt_lookup_k3_compiled": lambda: ours(drafter=PromptLookupDrafter(), num_speculative_tokens=3,
+                                                       fallback=False, compiled=True),
+        "ours_prompt_lookup_k8_compiled": lambda: ours(drafter=PromptLookupDrafter(), num_speculative_tokens=8,
+                                                       fallback=False, compiled=True),
     }
     if peer is not None:
         stop = sorted(_stop_ids(loaded))
@@ -144,15 +171,18 @@ def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress
         "free_text": ([encoder.encode_chat(m) for m in free_text_prompts()], 96),
     }
     ours = [a for a in arm_names if a not in LLAMA_ARMS]
+    lengths = [len(ids) + budget for prompts, budget in sets.values() for ids in prompts]
     arms: dict[tuple[str, str], Callable[[list[int], int], Run]] = {}
     for weights, loaded in models.items():
-        arms.update({(weights, n): f for n, f in build_arms(loaded, ours, clock).items()})
+        arms.update({(weights, n): f for n, f in build_arms(loaded, ours, clock, longest=max(lengths)).items()})
     llama = [a for a in arm_names if a in LLAMA_ARMS]
     if llama:
         arms.update({("gguf", n): f for n, f in build_arms(first, llama, clock, peer).items()})
     runs: dict[tuple[tuple[str, str], str, int], list[Run]] = {}  # (arm, set, repeat) -> runs over the set's prompts
     rng = random.Random(seed)
-    # one untimed pass so every arm's first call (allocations, lazy init) is not measured
+    # compiled arms compile their shapes first; then one untimed pass so every arm's first call
+    # (allocations, lazy init) is not measured
+    compile_s = {key: _warm_up(arm, lengths) for key, arm in arms.items()}
     for arm in arms.values():
         arm(sets["tool_call"][0][0], 4)
     task = progress.add_task("generation bench", total=repeats * len(arms) * sum(len(p) for p, _ in sets.values()))
@@ -187,7 +217,7 @@ def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress
             weights, name = key
             per = [runs[(key, set_name, r)] for r in range(repeats)]
             e2e, dec = per_repeat(key, "e2e"), per_repeat(key, "decode")
-            ref_key = ("gguf", "llama_cpp") if weights == "gguf" else (weights, "ours_plain")
+            ref_key = _reference(key, arms)
             reference = [x.tokens for x in runs[(ref_key, set_name, 0)]] if ref_key in arms else None
             drafted = sum(x.drafted for rs in per for x in rs)
             accepted = sum(x.accepted for rs in per for x in rs)
@@ -209,9 +239,23 @@ def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress
                     time_to_tool_call_s=_median([x.e2e_s for rs in per for x in rs]) if set_name == "tool_call" else None,
                     same_as_plain_greedy=same, weights="gguf Q4_1" if weights == "gguf" else weights,
                     ceiling_tok_s=ceiling, ceiling_share=decode / ceiling if ceiling else None,
+                    compile_s=compile_s[key],
                 )
             )
     return rows
+
+
+def _reference(key: tuple[str, str], arms) -> tuple[str, str]:
+    """The arm whose tokens `key`'s must equal: llama.cpp's plain arm for its own, the compiled
+    plain arm for a compiled speculative one (losslessness within one decode path), and the
+    eager plain arm of the same weights for the rest (so `ours_plain_compiled` shows whether
+    compiling changed the text)."""
+    weights, name = key
+    if weights == "gguf":
+        return ("gguf", "llama_cpp")
+    if name.endswith("_compiled") and name != "ours_plain_compiled" and (weights, "ours_plain_compiled") in arms:
+        return (weights, "ours_plain_compiled")
+    return (weights, "ours_plain")
 
 
 def _step_bytes(models, peer) -> dict:
@@ -280,7 +324,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (default 5)")
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
                    help="comma-separated arms (default: all but the llama.cpp ones: llama_cpp, llama_cpp_lookup "
-                        "need scripts/llama_cpp.sh)")
+                        "need scripts/llama_cpp.sh; and the compiled ones, ours_plain_compiled, "
+                        "ours_prompt_lookup_k3_compiled, ours_prompt_lookup_k8_compiled, which compile for minutes first)")
     p.add_argument("--weights", default="fp32",
                    help="comma-separated weight variants every arm runs on: fp32, bf16, int8, int4 (default fp32)")
     p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS child process per weight variant")

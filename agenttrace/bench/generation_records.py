@@ -33,11 +33,14 @@ class Row:
     acceptance_rate: float | None
     mean_acceptance_length: float | None
     time_to_tool_call_s: float | None  # median end-to-end time of a tool-call prompt
-    same_as_plain_greedy: bool  # same tokens as the plain arm of the same weights (llama_cpp for its lookup arm)
+    # same tokens as the plain arm of the same weights and decode path (llama_cpp for its lookup
+    # arm; ours_plain_compiled for the compiled speculative arms, eager ours_plain for that one)
+    same_as_plain_greedy: bool
     weights: str = "fp32"  # fp32, bf16, int8, int4, or the GGUF's own for the llama.cpp arms
     ceiling_tok_s: float | None = None  # read bandwidth / bytes of one decode step at the set's mean context
     ceiling_share: float | None = None  # decode tok/s over that ceiling (above 1: more than a token per weight read)
     peak_rss_mb: float | None = None  # of a process running the weights' arms (the llama.cpp worker for its arms)
+    compile_s: float | None = None  # a compiled arm's torch.compile time for its shapes (before timing)
 
 
 @dataclass

@@ -12,7 +12,8 @@ with its own prefix cache and k controller, so no arm's state helps or hurts ano
                     decision (the agent's `constrained` setting): its model is the unconstrained
                     arm's, so a change in validity comes from the constraint, not the decoding
 
-All arms use the same prefix-cache setting (on by default, `prefix_cache_mb` per arm).
+All arms use the same prefix-cache setting (on by default, `prefix_cache_mb` per arm), and the
+same decode path: eager, or with `compiled` torch.compile graphs over a static KV cache.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions) -> LocalCha
     check_arms((arm,))
     arm = decoding(arm)[0]
     cache = PrefixCache(max_bytes=opts.prefix_cache_mb * 2**20) if opts.prefix_cache_mb > 0 else False
-    common = {"name": loaded.name, "prefix_cache": cache}
+    common = {"name": loaded.name, "prefix_cache": cache, "compiled": opts.compiled}
     if arm == "baseline":
         return LocalChatModel(loaded.model, loaded.tokenizer, **common)
     fixed = arm.endswith("_fixed")

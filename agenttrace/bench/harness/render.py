@@ -199,6 +199,7 @@ def report_markdown(figs: BenchFigures, scenarios: list[ScenarioResult], opts: H
            f"- Every arm: prefix cache {'on, ' + str(opts.prefix_cache_mb) + ' MiB per arm' if opts.prefix_cache_mb else 'off'}, "
            f"greedy, {opts.max_tokens} tokens per generation, {opts.task_deadline_s:g} s per task, "
            f"torch threads: {opts.threads or 'torch default'}; weights: {weights_label(opts.dtype, opts.quantize)}"
+           + ("; compiled decode path (torch.compile, static KV cache)" if opts.compiled else "")
            + (" (quality changes against an fp32 run of the same tasks come from quantization, not speculation)"
               if opts.quantize or opts.dtype != "float32" else ""),
            "- Sensors: " + "; ".join(f"{k}: {v}" for k, v in manifest.sensors.items()), ""]
