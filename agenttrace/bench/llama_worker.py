@@ -16,8 +16,36 @@ import time
 from peak_rss import peak_rss_mib  # beside this file: the script's folder is on sys.path
 
 
+def _cpu_has_amx() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " amx_tile" in line for line in f)
+    except OSError:
+        return False
+
+
+def _without_extra_buffers() -> None:
+    """Load models without llama.cpp's extra buffer types. On a CPU with AMX, a build from source
+    (-march=native) puts Q4_1 weights in its AMX buffers, and in this project's VM the first
+    forward pass then dies with SIGSEGV (the guest does not give the process AMX tile state).
+    Without them the weights stay in plain CPU buffers and the AVX-512 kernels serve them. The
+    bindings have no argument for it, so the default parameters they start from are changed."""
+    import llama_cpp.llama as bindings
+
+    defaults = bindings.llama_cpp.llama_model_default_params
+
+    def params():
+        p = defaults()
+        p.use_extra_bufts = False
+        return p
+
+    bindings.llama_cpp.llama_model_default_params = params
+
+
 def main() -> int:
     gguf, threads, context = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    if _cpu_has_amx():
+        _without_extra_buffers()
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
