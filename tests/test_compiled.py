@@ -123,3 +123,19 @@ def test_a_sliding_window_model_is_refused_with_the_reason():
                            num_attention_heads=4, num_key_value_heads=2, sliding_window=16)
     with pytest.raises(ValueError, match="full-attention layers"):
         compiled_view(MistralForCausalLM(config).eval())
+
+
+def test_the_harness_arms_share_one_compiled_model_compiled_before_any_task():
+    from types import SimpleNamespace
+
+    from agenttrace.bench.harness.arms import COMPILED_CAPACITY, build_model
+    from agenttrace.bench.harness.options import HarnessOptions
+
+    model, _ = view("int4")
+    loaded = SimpleNamespace(model=model, tokenizer=SimpleNamespace(eos_token_id=2), name="tiny")
+    opts = HarnessOptions(compiled=True, prompt_lookup_k=1, prefix_cache_mb=0)
+    base, lookup = build_model("baseline", loaded, opts), build_model("prompt_lookup", loaded, opts)
+    assert base.compiled is lookup.compiled is not None
+    assert set(base.compiled.compile_s) == {(COMPILED_CAPACITY, 1), (COMPILED_CAPACITY, 2)}  # k + 1 = 2 tokens
+    eager = build_model("baseline", loaded, HarnessOptions(prefix_cache_mb=0))
+    assert eager.compiled is None

@@ -18,6 +18,7 @@ same decode path: eager, or with `compiled` torch.compile graphs over a static K
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -77,9 +78,9 @@ def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions) -> LocalCha
     check_arms((arm,))
     arm = decoding(arm)[0]
     cache = PrefixCache(max_bytes=opts.prefix_cache_mb * 2**20) if opts.prefix_cache_mb > 0 else False
-    common = {"name": loaded.name, "prefix_cache": cache, "compiled": opts.compiled}
+    common = {"name": loaded.name, "prefix_cache": cache}
     if arm == "baseline":
-        return LocalChatModel(loaded.model, loaded.tokenizer, **common)
+        return LocalChatModel(loaded.model, loaded.tokenizer, compiled=_compiled(loaded, opts, 0), **common)
     fixed = arm.endswith("_fixed")
     if arm.startswith("prompt_lookup"):
         drafter, k = PromptLookupDrafter(), opts.prompt_lookup_k
@@ -87,5 +88,26 @@ def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions) -> LocalCha
         drafter, k = early_exit_drafter(loaded.model, opts.early_exit_layers), opts.early_exit_k
     return LocalChatModel(
         loaded.model, loaded.tokenizer, drafter=drafter, num_speculative_tokens=k, adaptive=not fixed,
-        fallback=not fixed, **common,
+        fallback=not fixed, compiled=_compiled(loaded, opts, k), **common,
     )
+
+
+# One compiled model per loaded model, shared by the arms: its graphs compile once.
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+COMPILED_CAPACITY = 2048  # one static-cache size for every call of a run: one set of graphs
+
+
+def _compiled(loaded: LoadedModel, opts: HarnessOptions, k: int):
+    """With `opts.compiled`, the shared compiled model, its passes for up to k + 1 tokens
+    compiled now: a shape first met inside a task would spend the task's deadline compiling
+    (a call longer than the capacity still compiles its own size when it comes)."""
+    if not opts.compiled:
+        return False
+    from agenttrace.generation.compiled import WIDTHS, compiled_view
+
+    compiled = _COMPILED.get(loaded.model)
+    if compiled is None:
+        compiled = _COMPILED[loaded.model] = compiled_view(loaded.model, min_capacity=COMPILED_CAPACITY)
+    widest = next(w for w in WIDTHS if w >= k + 1)
+    compiled.warm_up([0], [w for w in WIDTHS if w <= widest])
+    return compiled

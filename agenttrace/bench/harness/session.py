@@ -167,6 +167,8 @@ def _measure(opts: HarnessOptions, manifest: Manifest, suites: dict, console: Co
     with Progress(*columns, console=console, transient=True) as progress:
         tick = Ticker(progress, total)
         if chunks:
+            if opts.compiled:
+                tick.note("compiling the decode and verify passes (not measured; minutes on a CPU)")
             models = {arm: build_model(arm, loaded, opts) for arm in opts.arms}
             run = SuiteRunner(opts, loaded, suites, manifest, meter, models, clock)
             first = suites[chunks[0].suite]
