@@ -139,3 +139,14 @@ def test_the_harness_arms_share_one_compiled_model_compiled_before_any_task():
     assert set(base.compiled.compile_s) == {(COMPILED_CAPACITY, 1), (COMPILED_CAPACITY, 2)}  # k + 1 = 2 tokens
     eager = build_model("baseline", loaded, HarnessOptions(prefix_cache_mb=0))
     assert eager.compiled is None
+
+
+def test_a_static_cache_made_in_inference_mode_can_be_cropped_after_it():
+    """The loop crops for the prefix cache after its inference block; a static cache keeps its
+    length in an inference tensor, which may change only in inference mode."""
+    _, comp = view("int4")
+    with torch.inference_mode():
+        cache = comp.new_cache(64)
+        comp.forward(PROMPTS[1], cache)
+    kv.crop(cache, 30)
+    assert cache.length() == 30

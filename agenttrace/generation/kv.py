@@ -80,4 +80,7 @@ def crop(cache: Cache, length: int) -> None:
     if extra > 0:
         # transformers 5: a negative argument is the number of tokens to remove (for a static
         # cache that only moves its length back; the next pass overwrites the stale entries).
-        cache.crop(-extra)
+        # That length is a tensor made in inference mode, which may change only in it: the loop
+        # also crops after its inference block, before handing the cache to the prefix cache.
+        with torch.inference_mode():
+            cache.crop(-extra)
