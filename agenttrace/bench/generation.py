@@ -85,10 +85,10 @@ def _warm_up(arm, lengths: list[int]) -> float | None:
     compiled = getattr(arm, "compiled", None)
     if compiled is None:
         return None
-    from agenttrace.generation.compiled import WIDTHS
+    from agenttrace.generation.compiled import widths_through
 
-    widths = [w for w in WIDTHS if w <= arm.max_width] + [next(w for w in WIDTHS if w >= arm.max_width)]
-    compiled.warm_up(lengths, set(widths))
+    widths = widths_through(arm.max_width)
+    compiled.warm_up(lengths, widths)
     return sum(s for (_, width), s in compiled.compile_s.items() if width in widths)
 
 

@@ -43,7 +43,7 @@ from transformers.cache_utils import StaticLayer
 from agenttrace.generation.invariant import ROWWISE_MAX_ROWS
 from agenttrace.generation.kv import forward_kwargs
 
-__all__ = ["MAX_WIDTH", "STATIC_ROWWISE", "WIDTHS", "CompiledDecoder", "StaticKV", "capacity_for", "compiled_view"]
+__all__ = ["MAX_WIDTH", "STATIC_ROWWISE", "WIDTHS", "CompiledDecoder", "StaticKV", "capacity_for", "compiled_view", "widths_through"]
 
 _log = logging.getLogger(__name__)
 
@@ -65,6 +65,12 @@ def capacity_for(tokens: int, least: int = _MIN_CAPACITY) -> int:
 
 def _padded_width(n: int) -> int:
     return next(w for w in WIDTHS if w >= n)
+
+
+def widths_through(tokens: int) -> list[int]:
+    """The padded widths passes of 1..`tokens` tokens run at (what to warm up for drafts of
+    up to `tokens` - 1 tokens)."""
+    return [w for w in WIDTHS if w <= _padded_width(tokens)]
 
 
 def static_rowwise_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):

@@ -103,11 +103,10 @@ def _compiled(loaded: LoadedModel, opts: HarnessOptions, k: int):
     (a call longer than the capacity still compiles its own size when it comes)."""
     if not opts.compiled:
         return False
-    from agenttrace.generation.compiled import WIDTHS, compiled_view
+    from agenttrace.generation.compiled import compiled_view, widths_through
 
     compiled = _COMPILED.get(loaded.model)
     if compiled is None:
         compiled = _COMPILED[loaded.model] = compiled_view(loaded.model, min_capacity=COMPILED_CAPACITY)
-    widest = next(w for w in WIDTHS if w >= k + 1)
-    compiled.warm_up([0], [w for w in WIDTHS if w <= widest])
+    compiled.warm_up([0], widths_through(k + 1))
     return compiled
