@@ -107,6 +107,20 @@ def test_the_prefix_cache_works_on_static_caches_and_keeps_outputs():
     assert again.tokens == first.tokens
 
 
+def test_a_prefix_cached_call_prefills_its_suffix_eagerly_compiling_nothing():
+    """A suffix of 6 tokens would be an 8-wide pass: compiled, a graph no warm-up made, built
+    inside the call (minutes on the bundled model)."""
+    _, comp = view("int4")
+    cache = PrefixCache()
+    prompt = PROMPTS[0]
+    generate(comp, prompt, GenerationParams(), STOP, FakeClock(), prefix_cache=cache)
+    graphs = set(comp.compile_s)
+    later = prompt[:-1] + [7, 8, 9, 10, 11, 12]
+    again = generate(comp, later, GenerationParams(), STOP, FakeClock(), prefix_cache=cache)
+    assert again.cached_tokens == len(prompt) - 1
+    assert set(comp.compile_s) == graphs and again.tokens
+
+
 def test_the_caller_model_keeps_its_attention_and_a_full_cache_says_so():
     model, comp = view("int4")
     assert comp.model is not model and comp.model.lm_head.packed.data_ptr() == model.lm_head.packed.data_ptr()  # shared tensors

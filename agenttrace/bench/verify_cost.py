@@ -112,7 +112,7 @@ def measure(model, name: str, *, context: int, widths: tuple[int, ...], repeats:
                         repeats)
     with torch.inference_mode():
         cache = kv.new_cache(model)
-        kv.forward(model, prompt, cache, last_only=True)
+        kv.prefill(model, prompt, cache)
         kv_bytes = sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
         times: dict[int, float] = {}
         for n in (widths[0], *widths):  # the first width twice: its first pass warms up kernels

@@ -12,7 +12,9 @@ shape the loop produces must come from a small fixed set:
   query's position, where the causal mask hides them, and the next pass overwrites them);
 - a pass of n <= `MAX_WIDTH` tokens is padded to the next of `WIDTHS`; the padding tokens come
   after the real ones, so no real row sees them, and the cache is cropped back to the real ones;
-- longer passes (prefill) run eagerly on the same cache.
+- prefill, whatever its length, and passes longer than `MAX_WIDTH` run eagerly on the same cache
+  (a prefix-cached call prefills a suffix of any few tokens: compiled, each new width would cost a
+  compilation inside the call).
 
 So a capacity costs at most len(WIDTHS) compilations, recorded in `compile_s` (inductor's on-disk
 graph cache, which this module points under the agenttrace cache folder, makes later processes
@@ -198,15 +200,28 @@ class CompiledDecoder:
         """An empty cache for a call that may hold `tokens` tokens (prompt and budget)."""
         return StaticKV(self.model, capacity_for(tokens, self.min_capacity))
 
+    def _eager(self, ids: list[int], cache: StaticKV, last_only: bool) -> torch.Tensor:
+        if cache.length() + len(ids) > cache.capacity:
+            raise ValueError(f"static cache of {cache.capacity} tokens cannot take {len(ids)} more after "
+                             f"{cache.length()}: the call's capacity was sized for fewer tokens")
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        logits = self.model(input_ids=input_ids, use_cache=True, logits_to_keep=1 if last_only else 0,
+                            **{self._cache_kw: cache}).logits[0]
+        return (logits[-1:] if last_only else logits).float()
+
+    def prefill(self, ids: list[int], cache: StaticKV) -> torch.Tensor:
+        """`kv.prefill` on the static cache, eagerly at any length: the last row's float logits.
+        Prefills are one per call and of any length; compiling them would add a graph per
+        suffix width the prefix cache leaves (tens of seconds each, inside the call)."""
+        return self._eager(ids, cache, last_only=True)
+
     def forward(self, ids: list[int], cache: StaticKV, last_only: bool = False) -> torch.Tensor:
-        """`kv.forward` on the static cache: float logits [n, vocab] (or the last row)."""
+        """`kv.forward` on the static cache: float logits [n, vocab] (or the last row). Passes
+        of up to MAX_WIDTH tokens run compiled, longer ones eagerly."""
         n = len(ids)
         base = cache.length()
-        if n > MAX_WIDTH:  # a prefill: eager, on the same cache
-            input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-            logits = self.model(input_ids=input_ids, use_cache=True, logits_to_keep=1 if last_only else 0,
-                                **{self._cache_kw: cache}).logits[0]
-            return (logits[-1:] if last_only else logits).float()
+        if n > MAX_WIDTH:
+            return self._eager(ids, cache, last_only)
         width = _padded_width(n)
         if base + width > cache.capacity:
             raise ValueError(f"static cache of {cache.capacity} tokens cannot take {width} more after {base}: "

@@ -26,6 +26,8 @@ class Stepper(Protocol):
 
     def forward(self, ids: list[int], cache: Cache, last_only: bool = False) -> torch.Tensor: ...
 
+    def prefill(self, ids: list[int], cache: Cache) -> torch.Tensor: ...
+
 
 @lru_cache(maxsize=32)
 def forward_kwargs(model_cls: type) -> tuple[str, bool]:
@@ -59,6 +61,16 @@ def forward(model: PreTrainedModel, ids: list[int], cache: Cache, *, last_only: 
     if last_only:
         logits = logits[-1:]
     return logits.float()
+
+
+def prefill(model: PreTrainedModel, ids: list[int], cache: Cache) -> torch.Tensor:
+    """The prompt's pass (or what the prefix cache left of it): float logits of its last
+    position, [1, vocab]. A Stepper runs it its own way: a compiled model eagerly, whatever the
+    length, since its graphs are for decode and verify widths (a suffix of a few tokens left by
+    the prefix cache would otherwise compile a new graph inside the call)."""
+    if isinstance(model, Stepper):
+        return model.prefill(ids, cache)
+    return forward(model, ids, cache, last_only=True)
 
 
 def cached_length(cache: Cache) -> int:

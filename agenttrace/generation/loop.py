@@ -184,7 +184,7 @@ def generate(
                 cache, cached = prefix_cache.take(model, prompt_ids, room)
             else:
                 cache, cached = kv.new_cache(model, room), 0
-            logits = kv.forward(model, prompt_ids[cached:], cache, last_only=True)  # [1, V]
+            logits = kv.prefill(model, prompt_ids[cached:], cache)  # [1, V]
             constrained = matcher is not None and matcher.active
             out: list[int] = []
             rounds: list[SpecRound] = []
