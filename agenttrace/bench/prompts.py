@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agenttrace.errors import ArgumentsInvalid
+from agenttrace.errors import ArgumentsInvalid, ToolFailed
 from agenttrace.generation.chat import Message
 from agenttrace.runtime.parse import ToolCall
 from agenttrace.runtime.prompt import (
@@ -50,18 +50,32 @@ def free_text_prompts() -> list[list[Message]]:
 
 
 def agent_steps(task_index: int = 0) -> AgentSteps:
-    """The prompts the reference agent sends for one task, with the expected call as step 1's
-    decision and the tool's real result, and a retry after a typical schema mistake."""
+    """The prompts the reference agent sends for one demo task (`task_steps` of the tool_calls
+    task at `task_index`)."""
     from agenttrace.bench.workloads import EXAMPLES, default_tools, tool_call_tasks
 
-    tools = default_tools()
+    steps = task_steps(tool_call_tasks()[task_index], default_tools(), EXAMPLES)
+    assert steps is not None
+    return steps
+
+
+def task_steps(task, tools, examples) -> AgentSteps | None:
+    """The prompts the reference agent sends for `task` with these tools and worked examples:
+    step 1 with the expected call as its decision, step 2 after the tool's real result, and a
+    retry of step 1 after a typical schema mistake; None for a task without an expected call
+    whose arguments are stated (the call cannot be made without them). A tool that fails gives
+    step 2 the failure as the agent shows it to the model."""
+    expected = task.expected_call
     by_name = {t.name: t for t in tools}
-    task = tool_call_tasks()[task_index]
-    assert task.expected_call is not None
-    first = build_messages(tools, EXAMPLES, task.prompt)
-    call = ToolCall(task.expected_call.tool, task.expected_call.arguments)
-    result = render_result(run_tool(by_name[call.tool], call.arguments))
-    second = first + [Message("assistant", decision_text(call)), observation(result, PromptStyle())]
+    if expected is None or not expected.arguments or expected.tool not in by_name:
+        return None
+    first = build_messages(tools, examples, task.prompt)
+    call = ToolCall(expected.tool, expected.arguments)
+    try:
+        after = observation(render_result(run_tool(by_name[call.tool], call.arguments)), PromptStyle())
+    except ToolFailed as exc:
+        after = retry_feedback(exc)
+    second = first + [Message("assistant", decision_text(call)), after]
     bad = decision_text(ToolCall(call.tool, {**call.arguments, "extra": 1}))
     mistake = ArgumentsInvalid(call.tool, ["arguments: Additional properties are not allowed ('extra' was unexpected)"])
     retry = first + [Message("assistant", bad), retry_feedback(mistake)]

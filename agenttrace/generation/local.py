@@ -44,6 +44,16 @@ def device_clock(device: torch.device | str, base: Clock | None = None) -> Clock
     return with_sync(base, device_sync(device))
 
 
+def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message]) -> list[int]:
+    """Prompt token ids: the tokenizer's chat template with the assistant turn opened."""
+    rendered = tokenizer.apply_chat_template(
+        [{"role": m.role, "content": m.content} for m in messages],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    return tokenizer(rendered, add_special_tokens=False)["input_ids"]
+
+
 class LocalChatModel:
     """Generates with our own loop (plain or speculative) over `model`.
 
@@ -137,12 +147,7 @@ class LocalChatModel:
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         """Prompt token ids: the tokenizer's chat template with the assistant turn opened."""
-        rendered = self.tokenizer.apply_chat_template(
-            [{"role": m.role, "content": m.content} for m in messages],
-            tokenize=False,
-            add_generation_prompt=True,
-        )
-        return self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
+        return encode_chat(self.tokenizer, messages)
 
     @property
     def eos_ids(self) -> frozenset[int]:
