@@ -183,11 +183,12 @@ def test_the_generation_loop_samples_the_target_distribution(models):
     p_tab = conditionals(target, params)
     exact2 = exact_joint(p_tab).reshape(V, V, V).sum(-1).ravel()
     drafter = DraftModelDrafter(draft)
-    stop = StopCriteria(frozenset(), 2)
+    stop = StopCriteria(frozenset(), 4)  # after the first token a round drafts up to 2: token 2 is verified
     codes = []
     for seed in range(1500):
         out = generate(target, PROMPT, GenerationParams(temperature=1.0, top_k=6, seed=seed), stop, FakeClock(),
                        drafter=drafter, num_speculative_tokens=3)
+        assert out.rounds
         codes.append(out.tokens[0] * V + out.tokens[1])
     counts = np.bincount(codes, minlength=V * V)
     exp = exact2 * len(codes)

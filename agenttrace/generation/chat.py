@@ -77,6 +77,7 @@ class SpecRound:
     drafted: int
     accepted: int
     k: int = 0  # the most tokens the round asked the drafter for (0: not recorded)
+    tree_depth: int = 0  # a tree's depth (then `drafted` counts its nodes); 0 for a chain
 
     @property
     def draft_s(self) -> float:

@@ -31,24 +31,27 @@ ROWWISE_MAX_ROWS = 32  # above this a pass is a prefill: per-row calls would cos
 _registered = False
 
 
-def _visible_prefix(mask: torch.Tensor | None, row: int, q_len: int, kv_len: int) -> int | None:
-    """How many leading keys query `row` sees, or None when what it sees is not a prefix (a tree
-    or padding mask: the caller then takes the stock path)."""
+def _visible_prefix(mask: torch.Tensor | None, row: int, q_len: int, kv_len: int) -> int | torch.Tensor | None:
+    """How many leading keys query `row` sees; for a draft tree's row, which keys (the context,
+    its ancestors, itself: gathered, they are the keys a one-token step at its place sees, in
+    the same order); None when it sees nothing (a padding row: the caller takes the stock path)."""
     causal_end = kv_len - q_len + row + 1
     if mask is None:
         return causal_end
     m = mask[0, 0, row] if mask.dim() == 4 else mask[row]
     visible = m if m.dtype == torch.bool else m == 0
     count = int(visible.sum())
-    if count and bool(visible[:count].all()):
+    if not count:
+        return None
+    if bool(visible[:count].all()):
         return count
-    return None
+    return visible.nonzero()[:, 0]
 
 
 _last: tuple = (None, 0, 0, [])  # (mask, q_len, kv_len, ends) of the previous layer's call
 
 
-def _visible_prefixes(mask: torch.Tensor | None, q_len: int, kv_len: int) -> list[int | None]:
+def _visible_prefixes(mask: torch.Tensor | None, q_len: int, kv_len: int) -> list[int | torch.Tensor | None]:
     """Each query row's visible prefix. Every layer of one forward pass gets the same mask
     object, so the rows are read from it once per pass, not once per layer (the tuple holds the
     mask, so its identity cannot be reused by another tensor meanwhile)."""
@@ -86,7 +89,8 @@ def rowwise_attention_forward(module, query, key, value, attention_mask, dropout
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     # A one-token step goes through here as well, so its call is the very one each row makes.
-    rows = [_one_query(query[:, :, i : i + 1], key[:, :, :end], value[:, :, :end], scaling)
+    rows = [_one_query(query[:, :, i : i + 1], key[:, :, :end], value[:, :, :end], scaling) if isinstance(end, int)
+            else _one_query(query[:, :, i : i + 1], key.index_select(2, end), value.index_select(2, end), scaling)
             for i, end in enumerate(ends)]
     return torch.cat(rows, dim=1), None
 

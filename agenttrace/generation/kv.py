@@ -63,6 +63,32 @@ def forward(model: PreTrainedModel, ids: list[int], cache: Cache, *, last_only: 
     return logits.float()
 
 
+def forward_features(model: PreTrainedModel, ids: list[int], cache: Cache, *, last_only: bool = False,
+                     positions: torch.Tensor | None = None,
+                     visible: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`forward`, also returning the target's features: its last hidden state after the final
+    norm [n, d], what its LM head multiplies (draft heads read them). Logits are float [n, vocab]
+    (or the last row with `last_only`); features stay in the model's dtype.
+
+    positions [n] and visible [n, cached + n] (bool, True where a row may attend) score a draft
+    tree in one pass: each node at its depth's position, seeing the context and its ancestors.
+    None: the next positions, causally. Needs the `model.model` / `model.lm_head` layout and
+    the eager path (ValueError otherwise: the caller drafts without features)."""
+    inner, head = getattr(model, "model", None), getattr(model, "lm_head", None)
+    if isinstance(model, Stepper) or inner is None or head is None:
+        raise ValueError(f"features need an eager model with model.model and lm_head; {type(model).__name__} has not")
+    cache_kw, _ = forward_kwargs(type(inner))
+    input_ids = torch.tensor([ids], dtype=torch.long, device=model.device)  # [1, n]
+    kwargs = {cache_kw: cache, "use_cache": True}
+    if positions is not None:
+        kwargs["position_ids"] = positions.to(model.device)[None]
+    if visible is not None:
+        kwargs["attention_mask"] = visible.to(model.device)[None, None]  # [1, 1, n, cached + n]
+    hidden = inner(input_ids=input_ids, **kwargs).last_hidden_state[0]  # [n, d]
+    logits = head(hidden[-1:] if last_only else hidden)
+    return logits.float(), hidden
+
+
 def prefill(model: PreTrainedModel, ids: list[int], cache: Cache) -> torch.Tensor:
     """The prompt's pass (or what the prefix cache left of it): float logits of its last
     position, [1, vocab]. A Stepper runs it its own way: a compiled model eagerly, whatever the
@@ -96,3 +122,16 @@ def crop(cache: Cache, length: int) -> None:
         # also crops after its inference block, before handing the cache to the prefix cache.
         with torch.inference_mode():
             cache.crop(-extra)
+
+
+def keep_path(cache: Cache, base: int, rows: Sequence[int]) -> None:
+    """After a tree's verify pass (the pending token at `base`, then one row per node): keep
+    the pending token's entry and the entries of `rows` (verify rows >= 1, in path order), moved
+    next to it, and drop the rest, so the cache holds the accepted sequence as a chain would."""
+    if rows and list(rows) != list(range(1, len(rows) + 1)):
+        with torch.inference_mode():
+            idx = torch.tensor([base + r for r in rows])
+            for layer in cache.layers:
+                for t in (layer.keys, layer.values):  # [batch, heads, length, dim]
+                    t[:, :, base + 1 : base + 1 + len(rows)] = t[:, :, idx.to(t.device)]
+    crop(cache, base + 1 + len(rows))

@@ -30,6 +30,7 @@ from agenttrace.generation.chat import CancelToken, ConstrainStats, GenerationPa
 from agenttrace.generation.constrain import GrammarDeadEnd, Matcher, apply_mask_
 from agenttrace.generation.drafters import Draft, Drafter
 from agenttrace.generation.prefix_cache import PrefixCache
+from agenttrace.generation.tree import TreeDraft, tree_inputs, verify_tree_greedy, verify_tree_sampled
 from agenttrace.generation.verify import verify_greedy, verify_sampled
 
 _log = logging.getLogger(__name__)
@@ -129,9 +130,59 @@ def _fit_vocab(q: torch.Tensor, vocab: int) -> torch.Tensor:
     return torch.nn.functional.pad(q, (0, vocab - q.shape[-1]))
 
 
-def _propose(drafter: Drafter, context: list[int], k: int, params: GenerationParams) -> tuple[Draft | None, str | None]:
+class _Features:
+    """The target's features of the call's confirmed positions (every token but the pending
+    one), for a drafter that reads them (`reads_features`): row i is position i's last hidden
+    state after the final norm. Preallocated for the call, so a round appends without copying
+    the rest."""
+
+    def __init__(self, first: torch.Tensor, room: int) -> None:
+        self.rows = first.new_empty(max(room, first.shape[0]), first.shape[-1])  # [room, d]
+        self.count = 0
+        self.add(first)
+
+    def add(self, rows: torch.Tensor) -> None:
+        n = rows.shape[0]
+        if self.count + n > self.rows.shape[0]:
+            grown = self.rows.new_empty(2 * (self.count + n), self.rows.shape[-1])
+            grown[: self.count] = self.rows[: self.count]
+            self.rows = grown
+        self.rows[self.count : self.count + n] = rows
+        self.count += n
+
+    def crop(self, count: int) -> None:
+        self.count = min(self.count, count)
+
+    def view(self) -> torch.Tensor:
+        return self.rows[: self.count]
+
+
+def _verify_tree(model, tree: TreeDraft, pending: int, base: int, cache, feats: _Features | None,
+                 params: GenerationParams, rng) -> tuple[list[int], int]:
+    """Score a draft tree in one pass and keep its accepted path in the cache (and its features):
+    the accepted tokens and the target's next one."""
+    ids, positions, visible = tree_inputs(tree, pending, base)
+    logits, hidden = kv.forward_features(model, ids, cache, positions=positions, visible=visible)  # [n+1, V]
+    if params.greedy:
+        path, nxt = verify_tree_greedy(tree, logits)
+    else:
+        path, nxt = verify_tree_sampled(tree, sampling.probabilities(logits, params), rng)
+    rows = [node + 1 for node in path]
+    kv.keep_path(cache, base, rows)
+    if feats is not None:
+        feats.add(hidden[[0, *rows]])
+    return [tree.tokens[node] for node in path], nxt
+
+
+def _propose(drafter: Drafter, context: list[int], k: int, params: GenerationParams,
+             features: _Features | None = None) -> tuple[Draft | None, str | None]:
     try:
-        draft = drafter.propose(context, k, params)
+        if features is not None:
+            draft = drafter.propose(context, k, params, features=features.view())  # type: ignore[call-arg]
+        else:
+            draft = drafter.propose(context, k, params)
+        if isinstance(draft, TreeDraft):
+            return draft, None
     except Exception as exc:  # a broken drafter must not cost the answer: decode plainly instead
         _log.warning("drafter %s failed, decoding without it: %r", drafter.method, exc)
         return None, f"drafter_error: {type(exc).__name__}"
@@ -174,6 +225,10 @@ def generate(
     fallback: str | None = None
     if controller is not None:
         fallback = controller.start_generation() if speculating else None
+    # A drafter that reads the target's features (EAGLE, Medusa) gets them for every confirmed
+    # position: from the prefix cache, the prefill and each pass, which compute them anyway.
+    reads = speculating and getattr(drafter, "reads_features", False)
+    feats: _Features | None = None
     cache = None
     finished = False
     try:
@@ -181,10 +236,16 @@ def generate(
             prefill_start = clock.now_ns()
             room = len(prompt_ids) + stop.max_tokens  # what a static (compiled) cache must hold
             if prefix_cache is not None:
-                cache, cached = prefix_cache.take(model, prompt_ids, room)
+                hit = prefix_cache.take(model, prompt_ids, room, features=reads)
+                cache, cached = hit.cache, hit.length
             else:
-                cache, cached = kv.new_cache(model, room), 0
-            logits = kv.prefill(model, prompt_ids[cached:], cache)  # [1, V]
+                hit, cache, cached = None, kv.new_cache(model, room), 0
+            if reads:
+                logits, hidden = kv.forward_features(model, prompt_ids[cached:], cache, last_only=True)  # [1, V]
+                feats = _Features(hidden if hit is None or hit.features is None else
+                                  torch.cat([hit.features.to(hidden.dtype), hidden]), room + num_speculative_tokens + 1)
+            else:
+                logits = kv.prefill(model, prompt_ids[cached:], cache)  # [1, V]
             constrained = matcher is not None and matcher.active
             out: list[int] = []
             rounds: list[SpecRound] = []
@@ -214,16 +275,32 @@ def generate(
                         k = min(controller.next_k(), stop.max_tokens - len(out) - 1)  # type: ignore[union-attr]
                         if k > 0:
                             draft_start = clock.now_ns()
-                            draft, fallback = _propose(drafter, prompt_ids + out, k, params)  # type: ignore[arg-type]
+                            draft, fallback = _propose(drafter, prompt_ids + out, k, params, feats)  # type: ignore[arg-type]
                             draft_end = clock.now_ns()
 
+                    if isinstance(draft, TreeDraft) and (constrained or not len(draft)):
+                        draft = Draft(draft.chain())  # the grammar's masks follow one path: the best
                     masks, consumed = None, 0
                     if constrained and draft is not None and draft.tokens:
                         draft, masks, consumed = _constrain_draft(matcher, draft, params)  # type: ignore[arg-type]
-                    if draft is not None and draft.tokens:
+                    if isinstance(draft, TreeDraft):
+                        verify_start = clock.now_ns()
+                        kept, nxt = _verify_tree(model, draft, out[-1], base, cache, feats, params, rng)
+                        out += kept
+                        out.append(nxt)
+                        rnd = SpecRound(draft_start, draft_end, verify_start, clock.now_ns(), len(draft), len(kept), k,
+                                        tree_depth=draft.depth)
+                        rounds.append(rnd)
+                        # the controller sees a tree as a chain of its depth: k is the depth it asks for
+                        controller.record_round(draft.depth, len(kept), rnd.draft_s, rnd.verify_s, k)  # type: ignore[union-attr]
+                        fallback = fallback or controller.fallback_reason()  # type: ignore[union-attr]
+                    elif draft is not None and draft.tokens:
                         n = len(draft.tokens)
                         verify_start = clock.now_ns()
-                        logits = kv.forward(model, [out[-1], *draft.tokens], cache)  # [n+1, V]
+                        if feats is not None:
+                            logits, hidden = kv.forward_features(model, [out[-1], *draft.tokens], cache)  # [n+1, V]
+                        else:
+                            logits = kv.forward(model, [out[-1], *draft.tokens], cache)  # [n+1, V]
                         if masks is not None:
                             apply_mask_(logits, masks)
                         if params.greedy:
@@ -232,6 +309,8 @@ def generate(
                             q = _fit_vocab(draft.probs.to(logits.device), logits.shape[-1]) if draft.probs is not None else None
                             accepted, nxt = verify_sampled(draft.tokens, q, sampling.probabilities(logits, params), rng)
                         kv.crop(cache, base + 1 + accepted)
+                        if feats is not None:  # the pending token's and the accepted drafts' features
+                            feats.add(hidden[: accepted + 1])
                         out += draft.tokens[:accepted]
                         if not constrained:
                             out.append(nxt)
@@ -247,7 +326,11 @@ def generate(
                         fallback = fallback or controller.fallback_reason()  # type: ignore[union-attr]
                     else:
                         step_start = clock.now_ns()
-                        logits = kv.forward(model, [out[-1]], cache)  # [1, V]
+                        if feats is not None:
+                            logits, hidden = kv.forward_features(model, [out[-1]], cache)  # [1, V]
+                            feats.add(hidden)
+                        else:
+                            logits = kv.forward(model, [out[-1]], cache)  # [1, V]
                         if masks is not None:  # a draft the grammar refused whole: its first mask is this one
                             apply_mask_(logits[-1], masks[0])
                         elif constrained:
@@ -277,8 +360,9 @@ def generate(
             # have verified tokens past the stop (a drafted EOS and beyond). Otherwise the next call
             # would reuse one more position here than without speculation and prefill a different
             # suffix, and a variant whose prefill and decode kernels differ would then diverge.
-            kv.crop(cache, len(prompt_ids) + max(keep - 1, 0))
-            prefix_cache.put(prompt_ids + out[:keep], cache)
+            kept = len(prompt_ids) + max(keep - 1, 0)
+            kv.crop(cache, kept)
+            prefix_cache.put(prompt_ids + out[:keep], cache, feats.view()[:kept].clone() if feats is not None else None)
         finished = True
         return Decoded(
             tokens=out[:keep],

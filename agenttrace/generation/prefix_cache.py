@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from transformers import Cache, DynamicCache, PreTrainedModel, StaticCache
@@ -29,6 +30,16 @@ class _Entry:
     tokens: tuple[int, ...]
     layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values): [1, heads, len, dim]
     nbytes: int
+    features: torch.Tensor | None = None  # [len, d]: the target's features there, for feature drafters
+
+
+class Hit(NamedTuple):
+    """What `take` found: a cache holding the first `length` prompt tokens, and the target's
+    features of those positions [length, d] when they were asked for."""
+
+    cache: Cache
+    length: int
+    features: torch.Tensor | None = None
 
 
 class PrefixCache:
@@ -51,36 +62,42 @@ class PrefixCache:
         self._entries.clear()
 
     def tensors(self) -> list[torch.Tensor]:
-        """The key/value tensors the entries hold now, as stored (not copies): for memory
-        accounting, which must tell what the cache keeps on purpose from what leaked."""
-        return [t for entry in self._entries for layer in entry.layers for t in layer]
+        """The key/value (and feature) tensors the entries hold now, as stored (not copies): for
+        memory accounting, which must tell what the cache keeps on purpose from what leaked."""
+        kept = [t for entry in self._entries for layer in entry.layers for t in layer]
+        return kept + [e.features for e in self._entries if e.features is not None]
 
-    def take(self, model: PreTrainedModel, prompt: Sequence[int], tokens: int = 0) -> tuple[Cache, int]:
+    def take(self, model: PreTrainedModel, prompt: Sequence[int], tokens: int = 0, *, features: bool = False) -> Hit:
         """A cache holding the longest cached prefix of `prompt` (never all of it: the last prompt
         token must be run to get the next token's logits), and that prefix's length. `tokens`:
-        what the call may hold in all (the size of a compiled model's static cache)."""
+        what the call may hold in all (the size of a compiled model's static cache). With
+        `features`, only entries that kept the target's features count, and the hit has them."""
         best, length = None, 0
         for entry in self._entries:
+            if features and entry.features is None:
+                continue
             n = kv.common_prefix_length(entry.tokens, prompt)
             if n > length:
                 best, length = entry, n
         length = min(length, len(prompt) - 1)
         if best is None or length <= 0:
-            return kv.new_cache(model, tokens), 0
+            return Hit(kv.new_cache(model, tokens), 0, None)
         self._entries.remove(best)
         self._entries.append(best)  # most recently used
         self.hits += 1
         self.reused_tokens += length
         data = [(k[:, :, :length], v[:, :, :length]) for k, v in best.layers]
+        feats = best.features[:length] if features and best.features is not None else None
         if isinstance(model, kv.Stepper):  # a compiled model: its own static cache, filled
             cache = model.new_cache(tokens)
             for layer, (k, v) in zip(cache.layers, data, strict=True):
                 layer.update(k, v)  # copies into the static tensors: the entry stays as stored
-            return cache, length
-        return DynamicCache(ddp_cache_data=data, config=model.config), length
+            return Hit(cache, length, feats)
+        return Hit(DynamicCache(ddp_cache_data=data, config=model.config), length, feats)
 
-    def put(self, tokens: Sequence[int], cache: Cache) -> None:
-        """Keep `cache`, which holds the KV entries of `tokens` (prompt and generated text)."""
+    def put(self, tokens: Sequence[int], cache: Cache, features: torch.Tensor | None = None) -> None:
+        """Keep `cache`, which holds the KV entries of `tokens` (prompt and generated text), and
+        the target's features of those positions when given (at least the cache's length)."""
         if not all(type(layer) in (DynamicLayer, StaticLayer) and layer.is_initialized for layer in cache.layers):
             # Sliding-window or hybrid layers keep only part of the sequence: a prefix cut from
             # them would be wrong, so such models run without prefix reuse.
@@ -93,11 +110,14 @@ class PrefixCache:
             layers = [(layer.keys[:, :, :length].clone(), layer.values[:, :, :length].clone()) for layer in cache.layers]
         else:
             layers = [(layer.keys, layer.values) for layer in cache.layers]
-        nbytes = sum(k.nbytes + v.nbytes for k, v in layers)
+        if features is not None:
+            features = features[:length] if features.shape[0] >= length else None
+        nbytes = sum(k.nbytes + v.nbytes for k, v in layers) + (features.nbytes if features is not None else 0)
         if nbytes > self.max_bytes:
             return
-        # An entry that is a prefix of the new one is covered by it.
-        self._entries = [e for e in self._entries if kv.common_prefix_length(e.tokens, tokens) < len(e.tokens)]
-        self._entries.append(_Entry(tokens, layers, nbytes))
+        # An entry that is a prefix of the new one is covered by it (unless only it has features).
+        self._entries = [e for e in self._entries if kv.common_prefix_length(e.tokens, tokens) < len(e.tokens)
+                         or (e.features is not None and features is None)]
+        self._entries.append(_Entry(tokens, layers, nbytes, features))
         while self.nbytes > self.max_bytes:
             self._entries.pop(0)
