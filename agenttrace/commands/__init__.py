@@ -12,5 +12,6 @@ COMMANDS = (
     "agenttrace.commands.bench",
     "agenttrace.commands.export",
     "agenttrace.commands.serve",
+    "agenttrace.commands.train_drafter",
 )
 ENTRY_POINT_GROUP = "agenttrace.commands"

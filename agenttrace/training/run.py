@@ -1,0 +1,196 @@
+"""`agenttrace train-drafter` end to end: answer the prompts, record the features, choose the
+draft vocabulary, train each head kind, measure it on the held-out split and write its file
+with the recipe that made it. Every stage resumes from what an interrupted run left in the data
+folder (answers, feature shards, a checkpoint per head kind)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from agenttrace.training.fit import FitSettings
+
+__all__ = ["TrainOptions", "TrainResult", "train_drafter", "DATA_RECIPE"]
+
+# Bumped when what the data stage produces changes: a new folder, not stale shards.
+DATA_RECIPE = 1
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """What `train-drafter` does. `model` None is the bundled model."""
+
+    model: str | None = None
+    kinds: tuple[str, ...] = ("eagle", "medusa")
+    draft_vocab: int = 8192
+    medusa_depth: int = 4
+    batch_size: int = 8
+    threads: int | None = None
+    data_dir: Path | None = None  # default: <cache>/drafter-data/<target fingerprint>-r<DATA_RECIPE>
+    out_dir: Path | None = None  # default: <cache>/heads
+    int8: bool = True  # also write each head with int8 weights
+    limit: int | None = None  # at most this many prompts (a quick run; the shipped heads use all)
+    command: str = ""  # the command line that asked for this run, kept in the heads' recipe
+    fit: FitSettings = field(default_factory=FitSettings)
+
+
+@dataclass
+class TrainResult:
+    """What a run wrote and measured: per head kind its files, its held-out greedy acceptance by
+    depth (fp32 and int8 head), the draft vocabulary's coverage and the time each stage took."""
+
+    files: dict[str, list[str]]
+    heldout: dict[str, list[float]]
+    heldout_int8: dict[str, list[float]]
+    coverage: float
+    seconds: dict[str, float]
+    sequences: dict[str, int]
+    tokens: dict[str, int]
+
+
+def _default_data_dir(target: str) -> Path:
+    from agenttrace.generation.models import cache_dir
+
+    return cache_dir() / "drafter-data" / f"{target}-r{DATA_RECIPE}"
+
+
+def default_heads_dir() -> Path:
+    from agenttrace.generation.models import cache_dir
+
+    return cache_dir() / "heads"
+
+
+def _new_head(kind: str, model, opts: TrainOptions, draft_vocab: int):
+    from agenttrace.generation.heads import HeadConfig, MedusaHeads, init_eagle
+
+    c = model.config
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    if kind == "eagle":
+        theta = (getattr(c, "rope_parameters", None) or {}).get("rope_theta", getattr(c, "rope_theta", 10000.0))
+        config = HeadConfig("eagle", c.hidden_size, c.vocab_size, draft_vocab, c.num_attention_heads,
+                            c.num_key_value_heads or c.num_attention_heads, head_dim, c.intermediate_size,
+                            float(theta), float(c.rms_norm_eps))
+        return init_eagle(config, opts.fit.seed)
+    config = HeadConfig("medusa", c.hidden_size, c.vocab_size, draft_vocab, depth=opts.medusa_depth)
+    return MedusaHeads(config)
+
+
+def _checkpoint_name(kind: str, opts: TrainOptions, draft_ids) -> str:
+    """A checkpoint belongs to one kind, shape, vocabulary and training setting: another run's
+    is never resumed by mistake."""
+    import hashlib
+
+    key = json.dumps([kind, asdict(opts.fit), opts.medusa_depth, draft_ids.tolist()])
+    return f"checkpoint-{kind}-{hashlib.sha256(key.encode()).hexdigest()[:10]}.pt"
+
+
+def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
+    """Run every stage (module docstring) and return what was written and measured."""
+    import torch
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from agenttrace.generation.head_drafters import bind_to
+    from agenttrace.generation.head_files import fingerprint, load_head, save_head
+    from agenttrace.generation.local import encode_chat
+    from agenttrace.generation.models import load_model
+    from agenttrace.training import data as datamod
+    from agenttrace.training.fit import eagle_acceptance, fit, medusa_acceptance, vocab_coverage
+    from agenttrace.training.prompts import training_prompts
+
+    console = console or Console(stderr=True)
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    seconds: dict[str, float] = {}
+    t = time.perf_counter()
+    loaded = load_model(opts.model)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    target = fingerprint(model)
+    folder = opts.data_dir or _default_data_dir(target)
+    out_dir = opts.out_dir or default_heads_dir()
+    seconds["load"] = time.perf_counter() - t
+    prompts = training_prompts()[: opts.limit] if opts.limit else training_prompts()
+    encoded = [(p.id, p.source, p.split, encode_chat(tokenizer, p.messages), p.max_tokens) for p in prompts]
+    eos = {tokenizer.eos_token_id, *([model.generation_config.eos_token_id] if isinstance(
+        model.generation_config.eos_token_id, int) else (model.generation_config.eos_token_id or []))}
+    eos.discard(None)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=console) as progress:
+        t = time.perf_counter()
+        task = progress.add_task("answering the prompts (batched, greedy)", total=len(encoded))
+        records = datamod.answer_prompts(model, encoded, folder / "answers.jsonl", eos=eos, pad=pad,
+                                         batch_size=opts.batch_size, progress=lambda n: progress.advance(task, n))
+        records = {k: v for k, v in records.items() if k in {e[0] for e in encoded}}
+        seconds["answer"] = time.perf_counter() - t
+        t = time.perf_counter()
+        task = progress.add_task("recording the target's features", total=len(records))
+        datamod.record_features(model, records, folder / "features", progress=lambda n: progress.advance(task, n))
+        seconds["features"] = time.perf_counter() - t
+    seqs = [s for s in datamod.load_sequences(folder / "features") if s.id in records]
+    train = [s for s in seqs if s.split == "train"]
+    heldout = [s for s in seqs if s.split == "heldout"]
+    from agenttrace.training.fit import choose_draft_vocab
+
+    draft_ids = choose_draft_vocab(train, opts.draft_vocab, sorted(eos))
+    coverage = vocab_coverage(heldout, draft_ids)
+    console.print(f"data: {len(train)} training and {len(heldout)} held-out sequences in {folder}; "
+                  f"draft vocabulary {len(draft_ids)} tokens, covering {coverage:.1%} of held-out answer tokens")
+    files: dict[str, list[str]] = {}
+    accept: dict[str, list[float]] = {}
+    accept8: dict[str, list[float]] = {}
+    for kind in opts.kinds:
+        head = _new_head(kind, model, opts, len(draft_ids))  # (fewer than asked when the data has fewer tokens)
+        head.draft_ids = draft_ids.clone()
+        bind_to(head, model)
+        steps = (len(train) + opts.fit.accumulate - 1) // opts.fit.accumulate * opts.fit.epochs
+        t = time.perf_counter()
+        with Progress(*columns, TextColumn("loss {task.fields[loss]:.3f}"), console=console) as progress:
+            task = progress.add_task(f"training the {kind} head", total=steps * opts.fit.accumulate, loss=0.0)
+            report = fit(head, train, heldout, opts.fit, checkpoint=folder / _checkpoint_name(kind, opts, draft_ids),
+                         progress=lambda n, loss: progress.update(task, advance=n, loss=loss))
+        seconds[f"train {kind}"] = time.perf_counter() - t
+        depth = opts.fit.unroll + 1 if kind == "eagle" else opts.medusa_depth
+        measure = eagle_acceptance if kind == "eagle" else medusa_acceptance
+        accept[kind] = report.heldout[-1] if report.heldout else measure(head, heldout, depth)
+        recipe = {
+            "command": opts.command,
+            "options": {**{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
+                           if k not in ("fit", "command")},
+                        "fit": asdict(opts.fit)},
+            "data": {"recipe": DATA_RECIPE, "prompts": len(encoded), "train_sequences": len(train),
+                     "heldout_sequences": len(heldout), "train_tokens": int(sum(len(s.tokens) for s in train)),
+                     "train_answer_tokens": int(sum(len(s.tokens) - s.prompt_len for s in train)),
+                     "sources": sorted({s.source for s in seqs})},
+            "draft_vocab_coverage": coverage,
+            "heldout_acceptance_by_depth": accept[kind],
+            "train_seconds": report.seconds, "steps": report.steps, "loss_by_epoch": report.loss,
+            "heldout_by_epoch": report.heldout,
+            "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+                       f"{torch.get_num_threads()} threads",
+        }
+        name = loaded.name
+        paths = [out_dir / f"{name}.{kind}.safetensors"]
+        save_head(head, paths[0], target, recipe)
+        if opts.int8:
+            paths.append(out_dir / f"{name}.{kind}-int8.safetensors")
+            save_head(head, paths[1], target, recipe, int8=True)
+            head8 = load_head(paths[1]).head
+            head8.draft_ids = draft_ids.clone()
+            bind_to(head8, model)
+            accept8[kind] = measure(head8, heldout, depth)
+        files[kind] = [str(p) for p in paths]
+        console.print(f"{kind}: held-out greedy acceptance by depth {', '.join(f'{a:.2f}' for a in accept[kind])}"
+                      + (f" (int8 head: {', '.join(f'{a:.2f}' for a in accept8[kind])})" if kind in accept8 else "")
+                      + f"; wrote {', '.join(files[kind])}")
+    return TrainResult(files, accept, accept8, coverage, seconds,
+                       {"train": len(train), "heldout": len(heldout)},
+                       {"train": int(sum(len(s.tokens) for s in train)), "heldout": int(sum(len(s.tokens) for s in heldout))})
+
+
+def result_json(result: TrainResult) -> str:
+    return json.dumps(asdict(result), indent=2)
