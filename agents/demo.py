@@ -23,9 +23,12 @@ from agenttrace import (
     ChatModel,
     Clock,
     LocalChatModel,
+    LookupThenHead,
     PromptLookupDrafter,
     TaskResult,
     Telemetry,
+    TreeShape,
+    head_drafter,
     load_model,
     render_report,
     report_from_files,
@@ -35,6 +38,7 @@ from agenttrace.report.terminal import make_console
 from agenttrace.telemetry.exit import shutdown_all
 
 ARMS = ("baseline", "speculative")
+DRAFTERS = ("lookup", "eagle", "lookup+eagle")
 
 
 @dataclass
@@ -67,6 +71,17 @@ class DemoOptions:
     metrics: bool = False  # also write the GenAI client metrics (beside each trace file, and to OTLP)
     constrained: bool = False  # decode every reply under the grammar of a decision (AgentConfig.constrained)
     quantize: str | None = None  # "int4" / "int8": weight-only quantized linear layers (quantized once, cached)
+    drafter: str = "lookup+eagle"  # the speculative arm's: lookup, eagle, or lookup+eagle (DRAFTERS)
+
+
+def _drafter(name: str, loaded):
+    """The speculative arm's drafter: prompt lookup, the trained EAGLE head's draft trees (the
+    bundled model's head ships with agenttrace; another model needs `agenttrace train-drafter`),
+    or prompt lookup where it matches and EAGLE elsewhere."""
+    if name == "lookup":
+        return PromptLookupDrafter()
+    eagle = head_drafter("eagle", loaded.model, loaded.name, tree=TreeShape())
+    return eagle if name == "eagle" else LookupThenHead(PromptLookupDrafter(), eagle)
 
 
 def _model_for(arm: str, loaded, opts: DemoOptions) -> ChatModel:
@@ -77,7 +92,7 @@ def _model_for(arm: str, loaded, opts: DemoOptions) -> ChatModel:
             loaded.model,
             loaded.tokenizer,
             name=loaded.name,
-            drafter=PromptLookupDrafter(),
+            drafter=_drafter(opts.drafter, loaded),
             num_speculative_tokens=opts.num_speculative_tokens,
             adaptive=True,
             prefix_cache=opts.prefix_cache,

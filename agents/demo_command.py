@@ -14,8 +14,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--tasks", type=int, default=12, help="how many tasks of the task set to run (default 12)")
     demo.add_argument(
         "--arms", default="speculative",
-        help="comma-separated: baseline (plain decoding), speculative (prompt lookup); "
+        help="comma-separated: baseline (plain decoding), speculative (--drafter); "
         "several arms run interleaved and are compared (default speculative)",
+    )
+    demo.add_argument(
+        "--drafter", choices=("lookup", "eagle", "lookup+eagle"), default="lookup+eagle",
+        help="the speculative arm's drafter: prompt lookup, the trained EAGLE head's draft trees (shipped for the "
+        "bundled model), or prompt lookup where it matches and EAGLE elsewhere (default)",
     )
     demo.add_argument("-k", type=int, default=8, help="most draft tokens per speculation round; k adapts (default 8)")
     demo.add_argument("--no-prefix-cache", action="store_true", help="prefill every call's whole prompt")
@@ -65,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
             metrics=args.metrics,
             constrained=args.constrained,
             quantize=args.quantize,
+            drafter=args.drafter,
         )
     )
     return 0

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from agenttrace.adapters.openai import wrap_openai
     from agenttrace.adapters.transformers import trace_generate
     from agenttrace.generation.drafters import PromptLookupDrafter
+    from agenttrace.generation.head_drafters import LookupThenHead, TreeShape, head_drafter
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.models import load_model
     from agenttrace.report import report_from_files
@@ -100,6 +101,7 @@ __all__ = [
     "GenerationParams",
     "InputFileError",
     "LocalChatModel",
+    "LookupThenHead",
     "Message",
     "ModelMistake",
     "ModelUnavailable",
@@ -117,6 +119,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "ToolFailed",
+    "TreeShape",
     "ValidationResult",
     "agent_span",
     "attempt_span",
@@ -127,6 +130,7 @@ __all__ = [
     "delegation_span",
     "final_answer",
     "generation_span",
+    "head_drafter",
     "load_model",
     "load_tasks",
     "memory_span",
@@ -151,6 +155,10 @@ __all__ = [
 _LAZY = {
     "LocalChatModel": "agenttrace.generation.local",
     "PromptLookupDrafter": "agenttrace.generation.drafters",
+    # the trained draft heads (EAGLE, Medusa) and prompt lookup before them
+    "head_drafter": "agenttrace.generation.head_drafters",
+    "TreeShape": "agenttrace.generation.head_drafters",
+    "LookupThenHead": "agenttrace.generation.head_drafters",
     "load_model": "agenttrace.generation.models",
     # reports pull in numpy and rich; a wrapped agent that only records spans need not
     "report_from_files": "agenttrace.report",

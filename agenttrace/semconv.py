@@ -222,6 +222,11 @@ SPEC_VERIFY_S: Final = "agenttrace.spec.verify_s"
 SPEC_TOKENS_PER_S: Final = "agenttrace.spec.tokens_per_s"
 SPEC_FALLBACK: Final = "agenttrace.spec.fallback"
 SPEC_FALLBACK_REASON: Final = "agenttrace.spec.fallback.reason"
+# Not in SPANS.md (which is silent on draft trees): the deepest tree a generation drafted and its
+# mean node count per tree round; a tree round's `drafted` counts its nodes, and
+# `acceptance_per_position` counts by depth.
+SPEC_TREE_DEPTH: Final = "agenttrace.spec.tree.depth"
+SPEC_TREE_NODES: Final = "agenttrace.spec.tree.nodes"
 # on the draft / verify spans (detail level `fine`)
 SPEC_DRAFTED: Final = "agenttrace.spec.drafted"
 SPEC_VERIFIED: Final = "agenttrace.spec.verified"
@@ -246,6 +251,7 @@ ROUND_ACCEPTED: Final = "accepted"
 ROUND_DRAFT_S: Final = "draft_s"
 ROUND_VERIFY_S: Final = "verify_s"
 ROUND_K: Final = "k"  # the most tokens the round asked the drafter for
+ROUND_TREE_DEPTH: Final = "tree_depth"  # a draft tree's depth (its `drafted` counts nodes); absent for a chain
 
 # --- other instrumentations' names (read only; agenttrace.traces.conventions) ----------------------
 # The GenAI conventions before v1.37 / v1.27 (what the official instrumentations write by default).

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agenttrace.bench.generation import build_arms
+from agenttrace.bench.generation_arms import build_arms
 from agenttrace.clock import FakeClock, with_sync
 
 MS = 1_000_000
@@ -69,7 +69,7 @@ def test_an_unknown_arm_is_refused_with_the_choices(loaded):
 
 
 def test_the_compiled_arms_share_one_compiled_model_warm_up_before_timing_and_agree_with_eager(loaded):
-    from agenttrace.bench.generation import _warm_up
+    from agenttrace.bench.generation_arms import warm_up as _warm_up
 
     clock, _ = synced_fake_clock()
     names = ["ours_plain", "ours_plain_compiled", "ours_prompt_lookup_k3_compiled"]

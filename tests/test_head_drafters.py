@@ -15,7 +15,7 @@ from agenttrace import FakeClock, GenerationParams
 from agenttrace.errors import ModelUnavailable
 from agenttrace.generation.drafters import Draft
 from agenttrace.generation.head_drafters import EagleDrafter, MedusaDrafter, bind_to
-from agenttrace.generation.head_files import fingerprint, load_head, save_head, shipped_head
+from agenttrace.generation.head_files import fingerprint, load_head, save_head, head_for
 from agenttrace.generation.heads import HeadConfig, init_eagle
 from agenttrace.generation.loop import StopCriteria, generate
 from agenttrace.generation.prefix_cache import PrefixCache
@@ -169,10 +169,43 @@ def test_head_files_round_trip_fp16_and_int8_and_refuse_another_model(heads, tmp
         assert eagle_acceptance(loaded.head, heads.train, 1)[0] > 0.8 * eagle_acceptance(heads.eagle, heads.train, 1)[0]
     other = small(seed=5)
     with pytest.raises(ModelUnavailable, match="trained for another model.*train-drafter"):
-        shipped_head("eagle", other, "tiny", path=tmp_path / "h.safetensors")
-    assert shipped_head("eagle", model, "tiny", path=tmp_path / "h.safetensors").target == target
+        head_for("eagle", other, "tiny", path=tmp_path / "h.safetensors")
+    assert head_for("eagle", model, "tiny", path=tmp_path / "h.safetensors").target == target
     (tmp_path / "bad.safetensors").write_bytes(b"not a head")
     with pytest.raises(ModelUnavailable, match="not a readable agenttrace head"):
         load_head(tmp_path / "bad.safetensors")
-    with pytest.raises(ModelUnavailable, match="no medusa head for tiny"):
-        shipped_head("medusa", model, "tiny", path=tmp_path / "missing.safetensors")
+    with pytest.raises(ModelUnavailable, match="no medusa head for tiny.*train-drafter --kind medusa"):
+        head_for("medusa", model, "tiny", path=tmp_path / "missing.safetensors")
+
+
+def test_the_bench_and_harness_arms_find_a_head_trained_into_the_cache(heads, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from agenttrace.bench.generation_arms import build_arms
+    from agenttrace.bench.harness.arms import build_model
+    from agenttrace.bench.harness.options import HarnessOptions
+    from agenttrace.generation.head_files import user_path
+    from tests.test_bench_generation import Tokenizer
+
+    model = heads.model
+    monkeypatch.setenv("AGENTTRACE_CACHE_DIR", str(tmp_path))
+    loaded = SimpleNamespace(model=model, tokenizer=Tokenizer(), name="tiny")
+    with pytest.raises(ModelUnavailable, match="no eagle head for tiny.*train-drafter --kind eagle"):
+        build_arms(loaded, ["ours_eagle_tree"], FakeClock())
+    for kind, head in (("eagle", heads.eagle), ("medusa", heads.medusa)):
+        for int8 in (False, True):
+            save_head(head, user_path(kind, "tiny", int8), fingerprint(model), {}, int8=int8)
+    names = ["ours_plain", "ours_eagle_k4", "ours_eagle_tree", "ours_eagle_tree_int8", "ours_medusa_k3",
+             "ours_lookup_eagle_tree"]
+    arms = build_arms(loaded, names, FakeClock())
+    prompt = _prompts(heads, 1)[0]
+    runs = {name: arm(prompt, 16) for name, arm in arms.items()}
+    assert all(r.tokens == runs["ours_plain"].tokens for r in runs.values())
+    assert runs["ours_eagle_tree"].accepted > 0
+    for arm, method in (("eagle", "eagle"), ("eagle_chain", "eagle"), ("medusa", "medusa"),
+                        ("lookup_eagle", "prompt_lookup+eagle")):
+        chat = build_model(arm, loaded, HarnessOptions(prefix_cache_mb=0))
+        assert chat.method == method
+    assert build_model("eagle", loaded, HarnessOptions(prefix_cache_mb=0)).drafter.tree is not None
+    with pytest.raises(ValueError, match="without --compiled"):
+        build_model("eagle", loaded, HarnessOptions(prefix_cache_mb=0, compiled=True))

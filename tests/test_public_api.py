@@ -14,6 +14,8 @@ EXPECTED = {
     "MonotonicClock", "ParseError", "PromptLookupDrafter", "PromptStyle", "SpecRound", "StepRecord", "Task",
     "TaskResult", "Telemetry", "Tool", "ToolCall", "ToolError", "ToolFailed", "load_model", "load_tasks",
     "render_report", "report_from_files",
+    # the trained draft heads
+    "head_drafter", "TreeShape", "LookupThenHead",
     # wrapping agents users already have (agenttrace.instrument, agenttrace.adapters)
     "ContentPolicy", "PropagatingExecutor", "ValidationResult", "agent_span", "attempt_span", "compaction_span",
     "configure", "current_run", "current_step", "delegation_span", "final_answer", "generation_span", "memory_span",

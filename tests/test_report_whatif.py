@@ -65,3 +65,19 @@ def test_alpha_falls_back_to_positions_then_to_the_ratio(tmp_path):
     (w,) = report_from_files([str(tmp_path / "r.jsonl")]).whatif
     assert w.alpha_estimator == "accepted/drafted" and w.alpha == pytest.approx(6 / 11)
     assert w.measured_speedup_source.startswith("estimated") and "no plain generation" in w.measured_speedup_basis
+
+
+def test_tree_rounds_count_as_chains_of_their_depth(tmp_path):
+    """A tree round drafts many nodes but keeps one path: the what-if (like the k controller)
+    sees a chain of the tree's depth, so a path as deep as the tree is no rejection."""
+    attrs = {"agenttrace.spec.method": "eagle", "agenttrace.spec.num_speculative_tokens": 3,
+             "agenttrace.spec.rounds": 3, "agenttrace.spec.draft_tokens": 30, "agenttrace.spec.accepted_tokens": 5,
+             "agenttrace.spec.draft_s": 0.003, "agenttrace.spec.verify_s": 0.3, "agenttrace.spec.prefill_s": 0.5,
+             "agenttrace.spec.tree.depth": 3, "agenttrace.spec.tree.nodes": 10.0, "gen_ai.usage.output_tokens": 9}
+    evs = [("speculate.round", 0.6 + 0.1 * i, {"drafted": 10, "accepted": a, "tree_depth": 3, "draft_s": 0.001,
+                                               "verify_s": 0.1, "k": 3})
+           for i, a in enumerate([3, 2, 0])]
+    write_trace(tmp_path / "tree.jsonl", _task(S("chat m", "generation", 0.0, 1.5, attrs, [], evs), "t"))
+    (w,) = report_from_files([str(tmp_path)]).whatif
+    assert w.method == "eagle"
+    assert w.alpha == pytest.approx(5 / 7)  # 5 accepted; the rounds keeping 2 and 0 of 3 depths are rejections

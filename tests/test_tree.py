@@ -201,3 +201,15 @@ def test_on_int4_each_tree_row_has_the_bits_of_a_one_token_step_at_its_place():
             for t in tokens:
                 last = kv.forward(model, [t], steps)
             assert torch.equal(tree_logits[node + 1], last[0]), node
+
+
+def test_a_generation_with_tree_rounds_records_the_trees_on_its_span():
+    from agenttrace.generation.chat import Generation, SpecRound
+    from agenttrace.telemetry.generation import generation_attributes
+
+    rounds = (SpecRound(0, 1, 1, 2, 10, 3, 3, tree_depth=3), SpecRound(2, 3, 3, 4, 8, 1, 3, tree_depth=2))
+    gen = Generation("x", 5, 7, "stop", 0, 10, 0, 1, 1, method="eagle", num_speculative_tokens=3, rounds=rounds)
+    attrs = generation_attributes(gen)
+    assert attrs["agenttrace.spec.tree.depth"] == 3 and attrs["agenttrace.spec.tree.nodes"] == 9.0
+    assert attrs["agenttrace.spec.acceptance_per_position"] == (2, 1, 1)  # by depth, not by node
+    assert attrs["agenttrace.spec.mean_acceptance_length"] == 3.0  # 1 + 4 accepted / 2 rounds

@@ -23,129 +23,16 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from agenttrace.bench.generation_arms import build_arms, warm_up
 from agenttrace.bench.generation_records import Row, Run, StepRow
 from agenttrace.bench.prompts import agent_steps, free_text_prompts, tool_call_prompts
 from agenttrace.clock import Clock
 
 
-def _hf_arm(model, tokenizer, clock: Clock, **kwargs) -> Callable[[list[int], int], Run]:
-    """transformers' `generate` (greedy) as an arm, timed on `clock`: end to end around the call,
-    decode from its first new token."""
-    import torch
-    from transformers.generation.streamers import BaseStreamer
-
-    class FirstToken(BaseStreamer):
-        """Marks when generate() emits its first new token (its first put is the prompt)."""
-
-        def __init__(self) -> None:
-            self.calls, self.first = 0, None
-
-        def put(self, value) -> None:
-            self.calls += 1
-            if self.calls == 2:
-                self.first = clock.now_ns()
-
-        def end(self) -> None:
-            pass
-
-    def run(ids: list[int], budget: int) -> Run:
-        streamer = FirstToken()
-        start = clock.now_ns()  # the prompt's tensor is built inside, as our loop builds its own
-        with torch.inference_mode():
-            out = model.generate(
-                torch.tensor([ids], device=model.device), max_new_tokens=budget, do_sample=False, streamer=streamer,
-                pad_token_id=tokenizer.eos_token_id, **kwargs,
-            )
-        end = clock.now_ns()
-        new = out[0, len(ids) :].tolist()
-        first = streamer.first if streamer.first is not None else end
-        return Run((end - start) / 1e9, (end - first) / 1e9, new)
-
-    return run
-
-
-def _our_arm(chat_model) -> Callable[[list[int], int], Run]:
-    from agenttrace.generation.chat import GenerationParams
-
-    def run(ids: list[int], budget: int) -> Run:
-        gen, out = chat_model.complete_ids(ids, GenerationParams(max_tokens=budget))
-        return Run(
-            gen.duration_s, out.decode_s, out.tokens,
-            sum(r.drafted for r in out.rounds), sum(r.accepted for r in out.rounds), len(out.rounds),
-        )
-
-    run.compiled = chat_model.compiled  # type: ignore[attr-defined]  (warmed up before timing)
-    run.max_width = chat_model.num_speculative_tokens + 1  # type: ignore[attr-defined]
-    return run
-
-
-def _warm_up(arm, lengths: list[int]) -> float | None:
-    """Compile a compiled arm's shapes for calls of these lengths; the seconds its graphs took
-    to compile (also when another arm sharing its compiled model compiled them first), or None."""
-    compiled = getattr(arm, "compiled", None)
-    if compiled is None:
-        return None
-    from agenttrace.generation.compiled import widths_through
-
-    widths = widths_through(arm.max_width)
-    compiled.warm_up(lengths, widths)
-    return sum(s for (_, width), s in compiled.compile_s.items() if width in widths)
-
-
-def build_arms(loaded, names: list[str], clock: Clock, peer=None,
-               longest: int = 0) -> dict[str, Callable[[list[int], int], Run]]:
-    """The arms `names` over the loaded model, every one timed on `clock` (the llama.cpp arms on
-    `peer`, a LlamaPeer); SystemExit naming the arms there are when one is unknown. The compiled
-    arms share one compiled model whose static caches hold `longest` tokens (prompt and budget):
-    one cache size, so one set of graphs."""
-    from agenttrace.generation.compiled import capacity_for, compiled_view
-    from agenttrace.generation.draft_model import early_exit_drafter, early_exit_view
-    from agenttrace.generation.drafters import PromptLookupDrafter
-    from agenttrace.generation.local import LocalChatModel
-
-    m, tok = loaded.model, loaded.tokenizer
-    shared = []
-
-    def ours(compiled: bool = False, **kw):
-        if compiled and not shared:
-            shared.append(compiled_view(m, min_capacity=capacity_for(longest)))
-        return _our_arm(LocalChatModel(m, tok, name=loaded.name, clock=clock, compiled=compiled and shared[0], **kw))
-
-    factories: dict[str, Callable[[], Callable]] = {
-        "hf_generate": lambda: _hf_arm(m, tok, clock),
-        "hf_prompt_lookup_k10": lambda: _hf_arm(m, tok, clock, prompt_lookup_num_tokens=10),
-        "hf_assisted_early_exit8": lambda: _hf_arm(m, tok, clock, assistant_model=early_exit_view(m, 8)),
-        "ours_plain": lambda: ours(),
-        "ours_prompt_lookup_k3": lambda: ours(drafter=PromptLookupDrafter(), num_speculative_tokens=3, fallback=False),
-        "ours_prompt_lookup_k8": lambda: ours(drafter=PromptLookupDrafter(), num_speculative_tokens=8, fallback=False),
-        "ours_prompt_lookup_adaptive16": lambda: ours(drafter=PromptLookupDrafter(), num_speculative_tokens=16, adaptive=True),
-        "ours_early_exit8_k3": lambda: ours(drafter=early_exit_drafter(m, 8), num_speculative_tokens=3, fallback=False),
-        "ours_early_exit8_adaptive": lambda: ours(drafter=early_exit_drafter(m, 8), num_speculative_tokens=4, adaptive=True),
-        "ours_plain_compiled": lambda: ours(compiled=True),
-        "ours_prompt_lookup_k3_compiled": lambda: ours(drafter=PromptLookupDrafter(), num_speculative_tokens=3,
-                                                       fallback=False, compiled=True),
-        "ours_prompt_lookup_k8_compiled": lambda: ours(drafter=PromptLookupDrafter(), num_speculative_tokens=8,
-                                                       fallback=False, compiled=True),
-    }
-    if peer is not None:
-        stop = sorted(_stop_ids(loaded))
-        factories["llama_cpp"] = lambda: peer.arm(stop, lookup=False)
-        factories["llama_cpp_lookup"] = lambda: peer.arm(stop, lookup=True)
-    unknown = [n for n in names if n not in factories]
-    if unknown:
-        raise SystemExit(f"unknown arm(s): {', '.join(unknown)}; choose from {', '.join(factories)}")
-    return {n: factories[n]() for n in names}
-
-
-def _stop_ids(loaded) -> set[int]:
-    from agenttrace.generation.local import LocalChatModel
-
-    return set(LocalChatModel(loaded.model, loaded.tokenizer).eos_ids)
-
-
 DEFAULT_ARMS = [
     "hf_generate", "hf_prompt_lookup_k10", "hf_assisted_early_exit8", "ours_plain", "ours_prompt_lookup_k3",
     "ours_prompt_lookup_k8", "ours_prompt_lookup_adaptive16", "ours_early_exit8_k3", "ours_early_exit8_adaptive",
+    "ours_eagle_tree", "ours_lookup_eagle_tree",
 ]
 
 
@@ -182,7 +69,7 @@ def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress
     rng = random.Random(seed)
     # compiled arms compile their shapes first; then one untimed pass so every arm's first call
     # (allocations, lazy init) is not measured
-    compile_s = {key: _warm_up(arm, lengths) for key, arm in arms.items()}
+    compile_s = {key: warm_up(arm, lengths) for key, arm in arms.items()}
     for arm in arms.values():
         arm(sets["tool_call"][0][0], 4)
     task = progress.add_task("generation bench", total=repeats * len(arms) * sum(len(p) for p, _ in sets.values()))
@@ -324,8 +211,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (default 5)")
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
                    help="comma-separated arms (default: all but the llama.cpp ones: llama_cpp, llama_cpp_lookup "
-                        "need scripts/llama_cpp.sh; and the compiled ones, ours_plain_compiled, "
-                        "ours_prompt_lookup_k3_compiled, ours_prompt_lookup_k8_compiled, which compile for minutes first)")
+                        "need scripts/llama_cpp.sh; the compiled ones, ours_plain_compiled, "
+                        "ours_prompt_lookup_k3_compiled, ours_prompt_lookup_k8_compiled, which compile for minutes "
+                        "first; and the trained heads' beyond ours_eagle_tree and ours_lookup_eagle_tree: "
+                        "ours_eagle_k4, ours_eagle_tree_int8, ours_medusa_k3)")
     p.add_argument("--weights", default="fp32",
                    help="comma-separated weight variants every arm runs on: fp32, bf16, int8, int4 (default fp32)")
     p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS child process per weight variant")

@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-3)")
     p.add_argument("--unroll", type=int, default=None, help="EAGLE: drafting depths trained (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the initialisation, the order and the noise (default 0)")
+    p.add_argument("--samples", type=int, default=0,
+                   help="sampled answers per training prompt besides the greedy one (default 0)")
+    p.add_argument("--temperature", type=float, default=0.8, help="temperature of the sampled answers (default 0.8)")
     p.add_argument("--batch-size", type=int, default=8, help="prompts answered at once (default 8)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--limit", type=int, default=None, help="use only the first N prompts (a quick trial)")
@@ -50,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             fit = replace(fit, **{name: getattr(args, name)})
     opts = TrainOptions(model=args.model, kinds=kinds, draft_vocab=args.draft_vocab, medusa_depth=args.medusa_depth,
                         batch_size=args.batch_size, threads=args.threads, data_dir=args.data, out_dir=args.out,
+                        samples=args.samples, temperature=args.temperature,
                         int8=not args.no_int8, limit=args.limit, fit=fit,
                         command=shlex.join(["agenttrace", "train-drafter", *sys.argv[2:]]))
     try:

@@ -167,7 +167,8 @@ class SpecSummary:
 
 def summarize_rounds(rounds: Sequence[SpecRound], max_k: int) -> SpecSummary:
     """Aggregate rounds; position i counts the rounds whose i-th draft token was accepted."""
-    positions = [0] * max(max_k, max((r.drafted for r in rounds), default=0))
+    # a tree round's positions are its depths (its `drafted` counts nodes)
+    positions = [0] * max(max_k, max((r.tree_depth or r.drafted for r in rounds), default=0))
     for r in rounds:
         for i in range(r.accepted):
             positions[i] += 1

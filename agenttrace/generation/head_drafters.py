@@ -18,11 +18,11 @@ import torch
 from agenttrace.generation import sampling
 from agenttrace.generation.chat import GenerationParams
 from agenttrace.generation.drafters import Draft
-from agenttrace.generation.heads import EagleHead, HeadCache, MedusaHeads
+from agenttrace.generation.heads import EagleHead, HeadCache, MedusaHeads, quantize_head
 from agenttrace.generation.kv import common_prefix_length
 from agenttrace.generation.tree import TreeDraft
 
-__all__ = ["EagleDrafter", "MedusaDrafter", "TreeShape", "bind_to"]
+__all__ = ["EagleDrafter", "LookupThenHead", "MedusaDrafter", "TreeShape", "bind_to", "head_drafter"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def bind_to(head: EagleHead | MedusaHeads, model) -> None:
         output = out.weight.detach()
     else:
         output = out.dequantized()
-    head.bind(embedding.float(), output.float())
+    head.bind(embedding, output)
 
 
 def _pick(logits: torch.Tensor, draft_ids: torch.Tensor, vocab: int, params: GenerationParams,
@@ -100,10 +100,12 @@ class EagleDrafter:
     method = "eagle"
     reads_features = True
 
-    def __init__(self, head: EagleHead, model, tree: TreeShape | None = None) -> None:
+    def __init__(self, head: EagleHead, model, tree: TreeShape | None = None, int8: bool = False) -> None:
         self.tree = tree
         self.head = head.eval()
         bind_to(self.head, model)
+        if int8:  # the head's products (its output rows too) through torch's int8 kernel
+            quantize_head(self.head)
         self.vocab = int(model.config.vocab_size)
         self._cache: HeadCache | None = None
         self._seen: list[int] = []  # the context whose pairs the cache holds
@@ -120,7 +122,7 @@ class EagleDrafter:
         # pair i is valid while context[: i + 2] is what it was computed from; keep one to rerun
         keep = max(0, min(common_prefix_length(self._seen, context) - 1, self._confirmed, n - 1))
         self._cache.crop(keep)
-        device = self.head.fc.weight.device
+        device = self.head.draft_ids.device
         tokens = torch.tensor(list(context[keep + 1 : n + 1]), device=device)
         positions = torch.arange(keep, n, device=device)
         hidden = self.head(features[keep:n], tokens, positions, self._cache)  # [n - keep, d]
@@ -224,9 +226,11 @@ class MedusaDrafter:
     method = "medusa"
     reads_features = True
 
-    def __init__(self, heads: MedusaHeads, model) -> None:
+    def __init__(self, heads: MedusaHeads, model, int8: bool = False) -> None:
         self.heads = heads.eval()
         bind_to(self.heads, model)
+        if int8:
+            quantize_head(self.heads)
         self.vocab = int(model.config.vocab_size)
         self._sampling = _Sampling()
 
@@ -247,3 +251,40 @@ class MedusaDrafter:
 
     def reset(self) -> None:
         self._sampling.reset()
+
+
+class LookupThenHead:
+    """Prompt lookup where the context repeats itself (tool calls copy the prompt's names and
+    values, and it drafts for free), a head everywhere else: lookup's draft when it proposes at
+    least `min_tokens`, else the head's (a chain or a tree)."""
+
+    reads_features = True
+
+    def __init__(self, lookup, head: EagleDrafter | MedusaDrafter, min_tokens: int = 2) -> None:
+        self.lookup, self.head, self.min_tokens = lookup, head, min_tokens
+        self.method = f"{lookup.method}+{head.method}"
+
+    def propose(self, context: Sequence[int], k: int, params: GenerationParams, *,
+                features: torch.Tensor) -> Draft | TreeDraft:
+        draft = self.lookup.propose(context, k, params)
+        if len(draft.tokens) >= self.min_tokens:
+            return draft
+        return self.head.propose(context, k, params, features=features)
+
+    def reset(self) -> None:
+        self.lookup.reset()
+        self.head.reset()
+
+
+def head_drafter(kind: str, model, model_name: str, *, tree: TreeShape | None = None, int8: bool = False,
+                 path=None) -> EagleDrafter | MedusaDrafter:
+    """The drafter of a trained head for `model` (generation/head_files.head_for finds the file:
+    `path`, the user's trained one, else the shipped one): EAGLE in a chain or, with `tree`, a
+    tree; or Medusa. int8: the int8 file, run on int8 kernels. ModelUnavailable, saying what to
+    do, when there is no head for the model."""
+    from agenttrace.generation.head_files import head_for
+
+    loaded = head_for(kind, model, model_name, path=path, int8=int8)
+    if kind == "eagle":
+        return EagleDrafter(loaded.head, model, tree=tree, int8=int8)  # type: ignore[arg-type]
+    return MedusaDrafter(loaded.head, model, int8=int8)  # type: ignore[arg-type]

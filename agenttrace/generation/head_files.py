@@ -5,8 +5,9 @@ The target is named by a fingerprint of its shapes and of the first rows of its 
 rounded to bf16 (so the fp32, bf16, int8 and int4 variants of one model share it): a head
 trained for another model is refused with what to do, never used to draft garbage.
 
-The project ships heads for the bundled model under `agenttrace/data/heads/`; `shipped_head`
-finds the one for a model, or says to run `agenttrace train-drafter`.
+The project ships heads for the bundled model under `agenttrace/data/heads/`; `head_for` finds
+the one for a model (a head the user trained into the cache first), or says to run
+`agenttrace train-drafter`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 from agenttrace.errors import ModelUnavailable
 from agenttrace.generation.heads import EagleHead, HeadConfig, MedusaHeads
 
-__all__ = ["HeadFile", "SHIPPED_DIR", "fingerprint", "load_head", "save_head", "shipped_head", "shipped_path"]
+__all__ = ["HeadFile", "SHIPPED_DIR", "fingerprint", "head_for", "load_head", "save_head", "shipped_path", "user_path"]
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "data" / "heads"
 _FORMAT = 1
@@ -108,17 +109,25 @@ def shipped_path(kind: str, model_name: str, int8: bool = False) -> Path:
     return SHIPPED_DIR / f"{model_name}.{kind}{'-int8' if int8 else ''}.safetensors"
 
 
-def shipped_head(kind: str, model, model_name: str, *, path: Path | None = None, int8: bool = False) -> HeadFile:
-    """The head of `kind` ("eagle" or "medusa") for `model`: from `path`, else the one the
-    project ships for `model_name`. ModelUnavailable with what to do when there is none or it
-    was trained for another model."""
-    path = path or shipped_path(kind, model_name, int8)
-    if not path.is_file():
-        raise ModelUnavailable(f"no {kind} head for {model_name} ({path} does not exist): train one with "
-                               f"`agenttrace train-drafter --model ... --kind {kind}` and pass its file")
-    loaded = load_head(path)
+def user_path(kind: str, model_name: str, int8: bool = False) -> Path:
+    """Where `agenttrace train-drafter` writes a head by default (the cache's heads folder)."""
+    from agenttrace.generation.models import cache_dir
+
+    return cache_dir() / "heads" / shipped_path(kind, model_name, int8).name
+
+
+def head_for(kind: str, model, model_name: str, *, path: Path | None = None, int8: bool = False) -> HeadFile:
+    """The head of `kind` ("eagle" or "medusa") for `model`: the file `path`, else one that
+    `train-drafter` wrote into the cache, else the one the project ships for `model_name`.
+    ModelUnavailable saying what to do when there is none or it was trained for another model."""
+    candidates = [path] if path is not None else [user_path(kind, model_name, int8), shipped_path(kind, model_name, int8)]
+    found = next((p for p in candidates if p.is_file()), None)
+    if found is None:
+        raise ModelUnavailable(f"no {kind} head for {model_name} ({' or '.join(str(p) for p in candidates)}): "
+                               f"train one with `agenttrace train-drafter --kind {kind}` (add --model for your model)")
+    loaded = load_head(found)
     mine = fingerprint(model)
     if loaded.target != mine:
-        raise ModelUnavailable(f"the {kind} head in {path} was trained for another model ({loaded.target}, this one "
-                               f"is {mine}): train one for it with `agenttrace train-drafter --kind {kind}`")
+        raise ModelUnavailable(f"the {kind} head in {found} was trained for another model ({loaded.target}; this one "
+                               f"is {mine}): train one for it with `agenttrace train-drafter --model ... --kind {kind}`")
     return loaded

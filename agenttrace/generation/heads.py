@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["EagleHead", "HeadCache", "HeadConfig", "MedusaHeads", "rms_norm", "rotary"]
+__all__ = ["EagleHead", "HeadCache", "HeadConfig", "MedusaHeads", "frozen_rows", "init_eagle", "quantize_head", "rms_norm",
+           "rotary"]
 
 
 @dataclass(frozen=True)
@@ -127,23 +128,24 @@ class EagleHead(nn.Module):
         self.down = nn.Linear(c.intermediate, d, bias=False)
         self.register_buffer("draft_ids", torch.arange(c.draft_vocab, dtype=torch.long))
         self.embedding: torch.Tensor | None = None
-        self.output: torch.Tensor | None = None  # [draft_vocab, d]: rows of the target's output table
+        _set_out(self, None)  # the target's output rows of the draft vocabulary, once bound
 
     def bind(self, embedding: torch.Tensor, output: torch.Tensor) -> None:
-        """The target's input embedding [vocab, d] and output table [vocab, d] (the same tensor
-        when tied); the head reads them in its own dtype."""
-        dtype = self.fc.weight.dtype
-        self.embedding = embedding if embedding.dtype == dtype else embedding.to(dtype)
-        self.output = output.detach()[self.draft_ids].to(dtype).contiguous()
+        """The target's input embedding [vocab, d] (shared as it is: rows are cast when read)
+        and output table [vocab, d] (the same tensor when tied), of which the head keeps the
+        draft vocabulary's rows as a frozen layer of its own dtype."""
+        self.embedding = embedding.detach()
+        _set_out(self, frozen_rows(output, self.draft_ids, torch.float32))
 
     def new_cache(self) -> HeadCache:
         c = self.config
-        return HeadCache(c.kv_heads, c.head_dim, self.fc.weight.dtype, self.fc.weight.device)
+        return HeadCache(c.kv_heads, c.head_dim, torch.float32, self.draft_ids.device)
 
     def inputs(self, features: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """The layer's input [n, d] for pairs (features [n, d], tokens [n])."""
         assert self.embedding is not None, "bind() the target's tables first"
-        return self.fc(torch.cat([self.embedding[tokens], features.to(self.fc.weight.dtype)], -1))
+        # activations are fp32 (an int8 head's layers take them so, and give them back so)
+        return self.fc(torch.cat([self.embedding[tokens].float(), features.float()], -1))
 
     def qkv(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rotated queries [heads, n, hd], keys and values [kv_heads, n, hd] of inputs x [n, d]."""
@@ -187,8 +189,8 @@ class EagleHead(nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Scores over the draft vocabulary [..., draft_vocab] (index with `draft_ids` for ids)."""
-        assert self.output is not None, "bind() the target's tables first"
-        return F.linear(hidden.to(self.output.dtype), self.output)
+        assert self.out is not None, "bind() the target's tables first"
+        return self.out(hidden)
 
 
 class MedusaHeads(nn.Module):
@@ -203,20 +205,43 @@ class MedusaHeads(nn.Module):
             nn.init.zeros_(block.weight)
             nn.init.zeros_(block.bias)
         self.register_buffer("draft_ids", torch.arange(config.draft_vocab, dtype=torch.long))
-        self.output: torch.Tensor | None = None
+        _set_out(self, None)
 
     def bind(self, embedding: torch.Tensor, output: torch.Tensor) -> None:
         del embedding  # Medusa reads no token
-        self.output = output.detach()[self.draft_ids].to(self.blocks[0].weight.dtype).contiguous()
+        _set_out(self, frozen_rows(output, self.draft_ids, torch.float32))
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """Hidden states [depth, ..., d] of tokens t+2 .. t+1+depth from features [..., d]."""
-        f = features.to(self.blocks[0].weight.dtype)
+        f = features.float()
         return torch.stack([f + F.silu(block(f)) for block in self.blocks])
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        assert self.output is not None, "bind() the target's tables first"
-        return F.linear(hidden.to(self.output.dtype), self.output)
+        assert self.out is not None, "bind() the target's tables first"
+        return self.out(hidden)
+
+
+def _set_out(head: nn.Module, layer: nn.Module | None) -> None:
+    # Not a registered submodule: the rows are the target's, so they stay out of the head's
+    # state dict, its file and its optimizer.
+    object.__setattr__(head, "out", layer)
+
+
+def frozen_rows(table: torch.Tensor, rows: torch.Tensor, dtype: torch.dtype) -> nn.Linear:
+    """A bias-free linear layer scoring `rows` of `table` [vocab, d], not trained."""
+    layer = nn.Linear(table.shape[1], len(rows), bias=False, dtype=dtype, device=table.device)
+    layer.weight = nn.Parameter(table.detach()[rows.to(table.device)].to(dtype).contiguous(), requires_grad=False)
+    return layer
+
+
+def quantize_head(head: EagleHead | MedusaHeads) -> int:
+    """Run the head's products in int8 (torch's packed kernel, bf16 activations; outputs in
+    the input's dtype), its output rows included: bind() first. Returns how many layers."""
+    from agenttrace.generation.quantize import Int8Linear, _replace_linears
+
+    assert head.out is not None, "bind() the target's tables first: the output rows are quantized too"
+    _set_out(head, Int8Linear.from_linear(head.out))
+    return _replace_linears(head, Int8Linear.from_linear) + 1
 
 
 def init_eagle(config: HeadConfig, seed: int) -> EagleHead:

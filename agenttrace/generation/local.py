@@ -107,6 +107,9 @@ class LocalChatModel:
         # The model the loop runs: with packed weights its verify passes cost far less on a CPU;
         # compiled, its short passes run as torch.compile graphs over a static cache (inductor
         # packs weights its own way, so the two do not stack).
+        if compiled and getattr(drafter, "reads_features", False):
+            raise ValueError(f"the {drafter.method} drafter reads the target's features, which the compiled path does "
+                             "not give yet: use it with compiled=False")
         if compiled is True:
             compiled = compiled_view(model)
         self.compiled: CompiledDecoder | None = compiled or None

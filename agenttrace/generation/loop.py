@@ -29,6 +29,7 @@ from agenttrace.generation.adaptive import KController
 from agenttrace.generation.chat import CancelToken, ConstrainStats, GenerationParams, SpecRound
 from agenttrace.generation.constrain import GrammarDeadEnd, Matcher, apply_mask_
 from agenttrace.generation.drafters import Draft, Drafter
+from agenttrace.generation.features import FeatureLog
 from agenttrace.generation.prefix_cache import PrefixCache
 from agenttrace.generation.tree import TreeDraft, tree_inputs, verify_tree_greedy, verify_tree_sampled
 from agenttrace.generation.verify import verify_greedy, verify_sampled
@@ -130,34 +131,7 @@ def _fit_vocab(q: torch.Tensor, vocab: int) -> torch.Tensor:
     return torch.nn.functional.pad(q, (0, vocab - q.shape[-1]))
 
 
-class _Features:
-    """The target's features of the call's confirmed positions (every token but the pending
-    one), for a drafter that reads them (`reads_features`): row i is position i's last hidden
-    state after the final norm. Preallocated for the call, so a round appends without copying
-    the rest."""
-
-    def __init__(self, first: torch.Tensor, room: int) -> None:
-        self.rows = first.new_empty(max(room, first.shape[0]), first.shape[-1])  # [room, d]
-        self.count = 0
-        self.add(first)
-
-    def add(self, rows: torch.Tensor) -> None:
-        n = rows.shape[0]
-        if self.count + n > self.rows.shape[0]:
-            grown = self.rows.new_empty(2 * (self.count + n), self.rows.shape[-1])
-            grown[: self.count] = self.rows[: self.count]
-            self.rows = grown
-        self.rows[self.count : self.count + n] = rows
-        self.count += n
-
-    def crop(self, count: int) -> None:
-        self.count = min(self.count, count)
-
-    def view(self) -> torch.Tensor:
-        return self.rows[: self.count]
-
-
-def _verify_tree(model, tree: TreeDraft, pending: int, base: int, cache, feats: _Features | None,
+def _verify_tree(model, tree: TreeDraft, pending: int, base: int, cache, feats: FeatureLog | None,
                  params: GenerationParams, rng) -> tuple[list[int], int]:
     """Score a draft tree in one pass and keep its accepted path in the cache (and its features):
     the accepted tokens and the target's next one."""
@@ -175,7 +149,7 @@ def _verify_tree(model, tree: TreeDraft, pending: int, base: int, cache, feats: 
 
 
 def _propose(drafter: Drafter, context: list[int], k: int, params: GenerationParams,
-             features: _Features | None = None) -> tuple[Draft | None, str | None]:
+             features: FeatureLog | None = None) -> tuple[Draft | None, str | None]:
     try:
         if features is not None:
             draft = drafter.propose(context, k, params, features=features.view())  # type: ignore[call-arg]
@@ -228,7 +202,7 @@ def generate(
     # A drafter that reads the target's features (EAGLE, Medusa) gets them for every confirmed
     # position: from the prefix cache, the prefill and each pass, which compute them anyway.
     reads = speculating and getattr(drafter, "reads_features", False)
-    feats: _Features | None = None
+    feats: FeatureLog | None = None
     cache = None
     finished = False
     try:
@@ -242,7 +216,7 @@ def generate(
                 hit, cache, cached = None, kv.new_cache(model, room), 0
             if reads:
                 logits, hidden = kv.forward_features(model, prompt_ids[cached:], cache, last_only=True)  # [1, V]
-                feats = _Features(hidden if hit is None or hit.features is None else
+                feats = FeatureLog(hidden if hit is None or hit.features is None else
                                   torch.cat([hit.features.to(hidden.dtype), hidden]), room + num_speculative_tokens + 1)
             else:
                 logits = kv.prefill(model, prompt_ids[cached:], cache)  # [1, V]

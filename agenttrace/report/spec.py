@@ -83,6 +83,13 @@ class RoundRecord:
     draft_s: float
     verify_s: float
     k: int = 0
+    tree_depth: int = 0  # a draft tree's depth (then `drafted` counts its nodes)
+
+    @property
+    def chain(self) -> int:
+        """The tokens the round drafted as the cost model counts them: a tree as a chain of its
+        depth (the k controller's view too), else its draft."""
+        return self.tree_depth or self.drafted
 
 
 def rounds_of(tree: SpanTree, gen: SpanRecord) -> list[RoundRecord]:
@@ -90,7 +97,7 @@ def rounds_of(tree: SpanTree, gen: SpanRecord) -> list[RoundRecord]:
     rounds = [
         RoundRecord(int(e.get(sc.ROUND_DRAFTED) or 0), int(e.get(sc.ROUND_ACCEPTED) or 0),
                     float(e.get(sc.ROUND_DRAFT_S) or 0.0), float(e.get(sc.ROUND_VERIFY_S) or 0.0),
-                    int(e.get(sc.ROUND_K) or 0))
+                    int(e.get(sc.ROUND_K) or 0), int(e.get(sc.ROUND_TREE_DEPTH) or 0))
         for e in gen.events
         if e.name == sc.EVENT_SPECULATE_ROUND
     ]
@@ -104,7 +111,7 @@ def rounds_of(tree: SpanTree, gen: SpanRecord) -> list[RoundRecord]:
         elif c.segment == sc.Segment.VERIFY:
             verifies.append(c)
     return [RoundRecord(int(d.attributes.get(sc.SPEC_DRAFTED) or 0), int(v.attributes.get(sc.SPEC_ACCEPTED) or 0),
-                        d.duration_ns / NS, v.duration_ns / NS)
+                        d.duration_ns / NS, v.duration_ns / NS, tree_depth=int(v.attributes.get(sc.SPEC_TREE_DEPTH) or 0))
             for d, v in zip(drafts, verifies, strict=False)]
 
 
@@ -118,7 +125,7 @@ def _round_stats(rounds: list[RoundRecord], k: int, output_tokens: int) -> Round
         if r.drafted <= 0:
             continue
         asked_k = r.k or k
-        stats.add_round(r.drafted, r.accepted, r.draft_s, r.verify_s, asked_k)
+        stats.add_round(r.chain, r.accepted, r.draft_s, r.verify_s, asked_k)
         asked[asked_k] = asked.get(asked_k, 0) + 1
     produced = 1 + sum(1 + r.accepted for r in rounds if r.drafted > 0)  # the prefill's token, then rounds
     common_k = max(asked, key=asked.__getitem__) if asked else max(k, 1)
@@ -138,7 +145,7 @@ def acceptance_stats(tree: SpanTree, gen: SpanRecord) -> AcceptanceStats:
     k = int(_num(a, sc.SPEC_NUM_SPECULATIVE_TOKENS))
     if rounds:
         stats.accepted = sum(r.accepted for r in rounds)
-        stats.rejections = sum(1 for r in rounds if 0 < r.drafted and r.accepted < r.drafted)
+        stats.rejections = sum(1 for r in rounds if 0 < r.drafted and r.accepted < r.chain)
         stats.draft_tokens = stats.draft_tokens or sum(r.drafted for r in rounds)
         stats.rounds = stats.rounds or len(rounds)
         stats.cost = _round_stats(rounds, k, int(_num(a, sc.GEN_AI_USAGE_OUTPUT_TOKENS)))

@@ -84,6 +84,10 @@ def generation_attributes(gen: Generation) -> dict[str, AttributeValue]:
                 sc.SPEC_VERIFY_S: s.verify_s,
             }
         )
+        trees = [r for r in gen.rounds if r.tree_depth]
+        if trees:
+            attrs[sc.SPEC_TREE_DEPTH] = max(r.tree_depth for r in trees)
+            attrs[sc.SPEC_TREE_NODES] = sum(r.drafted for r in trees) / len(trees)
     return attrs
 
 
@@ -113,7 +117,8 @@ def record_generation(tel: Telemetry, span: Span, gen: Generation, *, model: str
             )
             child_span(
                 tel.tracer, span, sc.Segment.VERIFY, sc.SPAN_VERIFY, r.verify_start_ns, r.verify_end_ns,
-                {sc.SPEC_VERIFIED: r.drafted + 1, sc.SPEC_ACCEPTED: r.accepted},
+                {sc.SPEC_VERIFIED: r.drafted + 1, sc.SPEC_ACCEPTED: r.accepted,
+                 **({sc.SPEC_TREE_DEPTH: r.tree_depth} if r.tree_depth else {})},
             )
         else:
             span.add_event(
@@ -124,6 +129,7 @@ def record_generation(tel: Telemetry, span: Span, gen: Generation, *, model: str
                     sc.ROUND_DRAFT_S: r.draft_s,
                     sc.ROUND_VERIFY_S: r.verify_s,
                     **({sc.ROUND_K: r.k} if r.k else {}),
+                    **({sc.ROUND_TREE_DEPTH: r.tree_depth} if r.tree_depth else {}),
                 },
                 timestamp=r.verify_end_ns,
             )

@@ -112,10 +112,10 @@ ATTRIBUTE_TYPES: dict[str, str] = {
                      sc.COMPACTION_TOKENS_AFTER, sc.SPEC_NUM_SPECULATIVE_TOKENS, sc.SPEC_ROUNDS, sc.SPEC_DRAFT_TOKENS,
                      sc.SPEC_ACCEPTED_TOKENS, sc.SPEC_DRAFTED, sc.SPEC_ACCEPTED, sc.GEN_AI_USAGE_INPUT_TOKENS,
                      sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, sc.CONSTRAIN_DRAFTS_CUT,
-                     sc.CONSTRAIN_ROLLBACKS), _INT),
+                     sc.CONSTRAIN_ROLLBACKS, sc.SPEC_TREE_DEPTH), _INT),
     **dict.fromkeys((sc.SPEC_DRAFT_S, sc.SPEC_VERIFY_S, sc.SPEC_PREFILL_S, sc.SPEC_TOKENS_PER_S,
                      sc.SPEC_ACCEPTANCE_RATE, sc.SPEC_MEAN_ACCEPTANCE_LENGTH, sc.SERVE_QUEUE_S, sc.CONSTRAIN_MASK_S,
-                     sc.CONSTRAIN_COMPILE_S), _NUMBER),
+                     sc.CONSTRAIN_COMPILE_S, sc.SPEC_TREE_NODES), _NUMBER),
     **dict.fromkeys((sc.SEGMENT, sc.TASK_ID, sc.TASK_OUTCOME, sc.STEP_OUTCOME, sc.ATTEMPT_OUTCOME, sc.RUN_ID,
                      sc.RUN_LABEL, sc.PARSE_RESULT, sc.VALIDATION_VALIDATOR, sc.SPEC_METHOD, sc.SPEC_FALLBACK_REASON,
                      sc.GEN_AI_AGENT_NAME, sc.GEN_AI_TOOL_NAME, sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL,
@@ -127,7 +127,7 @@ ATTRIBUTE_TYPES: dict[str, str] = {
 }
 # The attributes of a `speculate.round` event.
 ROUND_TYPES: dict[str, str] = {sc.ROUND_DRAFTED: _INT, sc.ROUND_ACCEPTED: _INT, sc.ROUND_K: _INT,
-                               sc.ROUND_DRAFT_S: _NUMBER, sc.ROUND_VERIFY_S: _NUMBER}
+                               sc.ROUND_TREE_DEPTH: _INT, sc.ROUND_DRAFT_S: _NUMBER, sc.ROUND_VERIFY_S: _NUMBER}
 
 
 def _fits(value: Any, kind: str) -> bool:

@@ -13,6 +13,7 @@ Features are stored in fp16 (the head reads them in fp32): [tokens, d] per seque
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,16 +57,21 @@ def load_answers(path: Path) -> dict[str, dict]:
 
 
 @torch.inference_mode()
-def _answer_batch(model, prompts: list[list[int]], budget: int, eos: set[int], pad: int) -> list[list[int]]:
-    """Greedy answers of a batch, left-padded (transformers' generate); each cut after its EOS."""
+def _answer_batch(model, prompts: list[list[int]], budget: int, eos: set[int], pad: int,
+                  temperature: float = 0.0, seed: int = 0) -> list[list[int]]:
+    """Answers of a batch, left-padded (transformers' generate), greedy or sampled at
+    `temperature` (seeded); each cut after its EOS."""
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for i, p in enumerate(prompts):
         ids[i, width - len(p):] = torch.tensor(p)
         mask[i, width - len(p):] = 1
-    out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), do_sample=False,
-                         max_new_tokens=budget, pad_token_id=pad, eos_token_id=sorted(eos))
+    sampling = {"do_sample": True, "temperature": temperature, "top_p": 0.95, "top_k": 0} if temperature else \
+        {"do_sample": False}
+    torch.manual_seed(seed)
+    out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), max_new_tokens=budget,
+                         pad_token_id=pad, eos_token_id=sorted(eos), **sampling)
     answers = []
     for row in out[:, width:].tolist():
         end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
@@ -74,9 +80,12 @@ def _answer_batch(model, prompts: list[list[int]], budget: int, eos: set[int], p
 
 
 def answer_prompts(model, prompts: Sequence[tuple[str, str, str, list[int], int]], path: Path, *, eos: set[int],
-                   pad: int, batch_size: int = 8, progress: Progress | None = None) -> dict[str, dict]:
+                   pad: int, batch_size: int = 8, temperature: float = 0.0, seed: int = 0,
+                   progress: Progress | None = None) -> dict[str, dict]:
     """Answer every (id, source, split, prompt ids, budget) not yet in `path`, in batches of
-    similar length, appending each batch's records; returns every record."""
+    similar length, appending each batch's records; returns every record. Greedy, or sampled at
+    `temperature` (each batch seeded from `seed` and its first id, so a resumed run draws the
+    same answers)."""
     done = load_answers(path)
     todo = sorted((p for p in prompts if p[0] not in done), key=lambda p: len(p[3]))
     if progress is not None and done:
@@ -87,7 +96,9 @@ def answer_prompts(model, prompts: Sequence[tuple[str, str, str, list[int], int]
             f.write("\n")
     for start in range(0, len(todo), batch_size):
         batch = todo[start : start + batch_size]
-        answers = _answer_batch(model, [p[3] for p in batch], max(p[4] for p in batch), eos, pad)
+        batch_seed = seed + int(hashlib.sha256(batch[0][0].encode()).hexdigest()[:8], 16)
+        answers = _answer_batch(model, [p[3] for p in batch], max(p[4] for p in batch), eos, pad, temperature,
+                                batch_seed)
         lines = []
         for (pid, source, split, ids, budget), answer in zip(batch, answers, strict=True):
             record = {"id": pid, "source": source, "split": split, "prompt": ids, "answer": answer[:budget]}

@@ -62,9 +62,13 @@ class FitReport:
     heldout: list[list[float]] = field(default_factory=list)
 
 
-def choose_draft_vocab(train: Sequence[TrainingSequence], size: int, always: Sequence[int] = ()) -> torch.Tensor:
+def choose_draft_vocab(train: Sequence[TrainingSequence], size: int, always: Sequence[int] = (),
+                       vocab: int | None = None) -> torch.Tensor:
     """The `size` target ids the head may propose: the most frequent answer tokens of the
-    training data, then prompt tokens (a tenth of the weight), `always` (EOS) included; sorted."""
+    training data, then prompt tokens (a tenth of the weight), `always` (EOS) included; sorted.
+    With `vocab`, the slots the data leaves are filled with the lowest ids it did not use: a
+    byte-level BPE numbers its merges in the order it learned them, most frequent first, so
+    those are the tokenizer's commonest (the data alone covers only what it happened to say)."""
     counts: dict[int, float] = {}
     for s in train:
         for t in s.tokens[s.prompt_len :].tolist():
@@ -73,6 +77,9 @@ def choose_draft_vocab(train: Sequence[TrainingSequence], size: int, always: Seq
             counts[t] = counts.get(t, 0.0) + 0.1
     ranked = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     chosen = list(dict.fromkeys([*always, *ranked]))[:size]
+    if vocab is not None and len(chosen) < size:
+        seen = set(chosen)
+        chosen += [t for t in range(vocab) if t not in seen][: size - len(chosen)]
     return torch.tensor(sorted(chosen), dtype=torch.long)
 
 

@@ -32,6 +32,8 @@ class TrainOptions:
     data_dir: Path | None = None  # default: <cache>/drafter-data/<target fingerprint>-r<DATA_RECIPE>
     out_dir: Path | None = None  # default: <cache>/heads
     int8: bool = True  # also write each head with int8 weights
+    samples: int = 0  # sampled answers per training prompt besides the greedy one (more, varied text)
+    temperature: float = 0.8  # of the sampled answers
     limit: int | None = None  # at most this many prompts (a quick run; the shipped heads use all)
     command: str = ""  # the command line that asked for this run, kept in the heads' recipe
     fit: FitSettings = field(default_factory=FitSettings)
@@ -45,6 +47,7 @@ class TrainResult:
     files: dict[str, list[str]]
     heldout: dict[str, list[float]]
     heldout_int8: dict[str, list[float]]
+    heldout_full_vocab: dict[str, list[float]]  # the same heads scoring the whole vocabulary
     coverage: float
     seconds: dict[str, float]
     sequences: dict[str, int]
@@ -125,24 +128,39 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
         task = progress.add_task("answering the prompts (batched, greedy)", total=len(encoded))
         records = datamod.answer_prompts(model, encoded, folder / "answers.jsonl", eos=eos, pad=pad,
                                          batch_size=opts.batch_size, progress=lambda n: progress.advance(task, n))
-        records = {k: v for k, v in records.items() if k in {e[0] for e in encoded}}
+        wanted = {e[0] for e in encoded}
+        # sampled answers of the training prompts (never of held-out ones: acceptance there is greedy's)
+        extra = [(f"{pid}#s{i}", src, split, ids, budget) for i in range(1, opts.samples + 1)
+                 for pid, src, split, ids, budget in encoded if split == "train"]
+        if extra:
+            task = progress.add_task(f"sampling {opts.samples} more answer(s) per training prompt", total=len(extra))
+            records = datamod.answer_prompts(model, extra, folder / "answers-sampled.jsonl", eos=eos, pad=pad,
+                                             batch_size=opts.batch_size, temperature=opts.temperature,
+                                             seed=opts.fit.seed, progress=lambda n: progress.advance(task, n)) | records
+            wanted |= {e[0] for e in extra}
+        records = {k: v for k, v in records.items() if k in wanted}
         seconds["answer"] = time.perf_counter() - t
         t = time.perf_counter()
         task = progress.add_task("recording the target's features", total=len(records))
-        datamod.record_features(model, records, folder / "features", progress=lambda n: progress.advance(task, n))
+        # the shards are numbered over this set of sequences: another set gets its own folder
+        import hashlib
+
+        shards = folder / f"features-{hashlib.sha256(' '.join(sorted(records)).encode()).hexdigest()[:10]}"
+        datamod.record_features(model, records, shards, progress=lambda n: progress.advance(task, n))
         seconds["features"] = time.perf_counter() - t
-    seqs = [s for s in datamod.load_sequences(folder / "features") if s.id in records]
+    seqs = datamod.load_sequences(shards)
     train = [s for s in seqs if s.split == "train"]
     heldout = [s for s in seqs if s.split == "heldout"]
     from agenttrace.training.fit import choose_draft_vocab
 
-    draft_ids = choose_draft_vocab(train, opts.draft_vocab, sorted(eos))
+    draft_ids = choose_draft_vocab(train, opts.draft_vocab, sorted(eos), vocab=int(model.config.vocab_size))
     coverage = vocab_coverage(heldout, draft_ids)
     console.print(f"data: {len(train)} training and {len(heldout)} held-out sequences in {folder}; "
                   f"draft vocabulary {len(draft_ids)} tokens, covering {coverage:.1%} of held-out answer tokens")
     files: dict[str, list[str]] = {}
     accept: dict[str, list[float]] = {}
     accept8: dict[str, list[float]] = {}
+    full: dict[str, list[float]] = {}
     for kind in opts.kinds:
         head = _new_head(kind, model, opts, len(draft_ids))  # (fewer than asked when the data has fewer tokens)
         head.draft_ids = draft_ids.clone()
@@ -157,17 +175,25 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
         depth = opts.fit.unroll + 1 if kind == "eagle" else opts.medusa_depth
         measure = eagle_acceptance if kind == "eagle" else medusa_acceptance
         accept[kind] = report.heldout[-1] if report.heldout else measure(head, heldout, depth)
+        # what the reduced vocabulary costs: the same head scoring the target's whole table
+        head.draft_ids = torch.arange(int(model.config.vocab_size))
+        bind_to(head, model)
+        full[kind] = measure(head, heldout, depth)
+        head.draft_ids = draft_ids.clone()
+        bind_to(head, model)
         recipe = {
             "command": opts.command,
             "options": {**{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
                            if k not in ("fit", "command")},
                         "fit": asdict(opts.fit)},
-            "data": {"recipe": DATA_RECIPE, "prompts": len(encoded), "train_sequences": len(train),
+            "data": {"recipe": DATA_RECIPE, "prompts": len(encoded), "sampled_per_prompt": opts.samples,
+                     "sample_temperature": opts.temperature, "train_sequences": len(train),
                      "heldout_sequences": len(heldout), "train_tokens": int(sum(len(s.tokens) for s in train)),
                      "train_answer_tokens": int(sum(len(s.tokens) - s.prompt_len for s in train)),
                      "sources": sorted({s.source for s in seqs})},
-            "draft_vocab_coverage": coverage,
+            "draft_vocab": len(draft_ids), "draft_vocab_coverage": coverage,
             "heldout_acceptance_by_depth": accept[kind],
+            "heldout_acceptance_by_depth_full_vocab": full[kind],
             "train_seconds": report.seconds, "steps": report.steps, "loss_by_epoch": report.loss,
             "heldout_by_epoch": report.heldout,
             "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
@@ -186,8 +212,9 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
         files[kind] = [str(p) for p in paths]
         console.print(f"{kind}: held-out greedy acceptance by depth {', '.join(f'{a:.2f}' for a in accept[kind])}"
                       + (f" (int8 head: {', '.join(f'{a:.2f}' for a in accept8[kind])})" if kind in accept8 else "")
+                      + f" (whole vocabulary: {', '.join(f'{a:.2f}' for a in full[kind])})"
                       + f"; wrote {', '.join(files[kind])}")
-    return TrainResult(files, accept, accept8, coverage, seconds,
+    return TrainResult(files, accept, accept8, full, coverage, seconds,
                        {"train": len(train), "heldout": len(heldout)},
                        {"train": int(sum(len(s.tokens) for s in train)), "heldout": int(sum(len(s.tokens) for s in heldout))})
 

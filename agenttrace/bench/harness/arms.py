@@ -7,6 +7,10 @@ with its own prefix cache and k controller, so no arm's state helps or hurts ano
                     adaptive k up to `early_exit_k`, fallback on: on a CPU it rarely pays, and the
                     controller is what stops it costing time
     prompt_lookup_fixed, early_exit_fixed   the same drafters at a fixed k, no fallback
+    eagle, eagle_chain, medusa, lookup_eagle   the trained heads (agenttrace train-drafter; the
+                    bundled model's ship with agenttrace): EAGLE's draft trees or one chain,
+                    Medusa's heads, and prompt lookup where it matches with EAGLE trees elsewhere;
+                    eager only (they read the target's features)
     constrained, prompt_lookup_constrained, ...   an arm with `_constrained` appended (and
                     `constrained` for the baseline) decodes the same way under the grammar of a
                     decision (the agent's `constrained` setting): its model is the unconstrained
@@ -37,7 +41,12 @@ ARM_DESCRIPTIONS = {
     "prompt_lookup_fixed": "prompt lookup, k = {prompt_lookup_k}, no fallback",
     "early_exit": "early exit ({early_exit_layers} layers), adaptive k <= {early_exit_k}, fallback",
     "early_exit_fixed": "early exit ({early_exit_layers} layers), k = {early_exit_k}, no fallback",
+    "eagle": "trained EAGLE head, draft trees of depth <= {eagle_k}, fallback",
+    "eagle_chain": "trained EAGLE head, one chain of adaptive k <= {eagle_k}, fallback",
+    "medusa": "trained Medusa heads, adaptive k <= 3, fallback",
+    "lookup_eagle": "prompt lookup where it matches, else EAGLE trees; k <= {prompt_lookup_k}, fallback",
 }
+_HEADS = ("eagle", "eagle_chain", "medusa", "lookup_eagle")
 
 
 def decoding(arm: str) -> tuple[str, bool]:
@@ -82,7 +91,12 @@ def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions) -> LocalCha
     if arm == "baseline":
         return LocalChatModel(loaded.model, loaded.tokenizer, compiled=_compiled(loaded, opts, 0), **common)
     fixed = arm.endswith("_fixed")
-    if arm.startswith("prompt_lookup"):
+    if arm in _HEADS:
+        if opts.compiled:
+            raise ValueError(f"the {arm} arm reads the target's features, which the compiled path does not give "
+                             "yet: run it without --compiled")
+        drafter, k = _head_drafter(arm, loaded, opts)
+    elif arm.startswith("prompt_lookup"):
         drafter, k = PromptLookupDrafter(), opts.prompt_lookup_k
     else:
         drafter, k = early_exit_drafter(loaded.model, opts.early_exit_layers), opts.early_exit_k
@@ -90,6 +104,20 @@ def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions) -> LocalCha
         loaded.model, loaded.tokenizer, drafter=drafter, num_speculative_tokens=k, adaptive=not fixed,
         fallback=not fixed, compiled=_compiled(loaded, opts, k), **common,
     )
+
+
+def _head_drafter(arm: str, loaded: LoadedModel, opts: HarnessOptions):
+    """(drafter, k) of a trained-head arm (ModelUnavailable, saying what to do, without a head)."""
+    from agenttrace.generation.drafters import PromptLookupDrafter
+    from agenttrace.generation.head_drafters import LookupThenHead, TreeShape, head_drafter
+
+    if arm == "medusa":
+        return head_drafter("medusa", loaded.model, loaded.name), 3
+    tree = None if arm == "eagle_chain" else TreeShape(depth=opts.eagle_k)
+    eagle = head_drafter("eagle", loaded.model, loaded.name, tree=tree)
+    if arm == "lookup_eagle":
+        return LookupThenHead(PromptLookupDrafter(), eagle), opts.prompt_lookup_k
+    return eagle, opts.eagle_k
 
 
 # One compiled model per loaded model, shared by the arms: its graphs compile once.

@@ -38,6 +38,7 @@ class HarnessOptions:
     prompt_lookup_k: int = 8  # the most tokens one round drafts (adaptive k chooses fewer)
     early_exit_layers: int = 8
     early_exit_k: int = 4
+    eagle_k: int = 4  # the EAGLE arms' deepest draft (tree depth, or chain length)
     # Scenario settings may change between sessions of one output folder: a scenario whose
     # settings changed is measured again, the suite runs stay (compare=False).
     scenarios: tuple[str, ...] = field(default=SCENARIOS, compare=False)
