@@ -24,6 +24,7 @@ from agenttrace import (
     Clock,
     LocalChatModel,
     LookupThenHead,
+    ModelUnavailable,
     PromptLookupDrafter,
     TaskResult,
     Telemetry,
@@ -74,17 +75,22 @@ class DemoOptions:
     drafter: str = "lookup+eagle"  # the speculative arm's: lookup, eagle, or lookup+eagle (DRAFTERS)
 
 
-def _drafter(name: str, loaded):
+def _drafter(name: str, loaded, console: Console):
     """The speculative arm's drafter: prompt lookup, the trained EAGLE head's draft trees (the
     bundled model's head ships with agenttrace; another model needs `agenttrace train-drafter`),
-    or prompt lookup where it matches and EAGLE elsewhere."""
+    or prompt lookup where it matches and EAGLE elsewhere. Without a head, prompt lookup alone,
+    saying why."""
     if name == "lookup":
         return PromptLookupDrafter()
-    eagle = head_drafter("eagle", loaded.model, loaded.name, tree=TreeShape())
+    try:
+        eagle = head_drafter("eagle", loaded.model, loaded.name, tree=TreeShape())
+    except ModelUnavailable as exc:
+        console.print(f"[yellow]{exc}; the speculative arm drafts with prompt lookup alone[/]")
+        return PromptLookupDrafter()
     return eagle if name == "eagle" else LookupThenHead(PromptLookupDrafter(), eagle)
 
 
-def _model_for(arm: str, loaded, opts: DemoOptions) -> ChatModel:
+def _model_for(arm: str, loaded, opts: DemoOptions, console: Console) -> ChatModel:
     if arm == "baseline":
         return LocalChatModel(loaded.model, loaded.tokenizer, name=loaded.name, prefix_cache=opts.prefix_cache)
     if arm == "speculative":
@@ -92,7 +98,7 @@ def _model_for(arm: str, loaded, opts: DemoOptions) -> ChatModel:
             loaded.model,
             loaded.tokenizer,
             name=loaded.name,
-            drafter=_drafter(opts.drafter, loaded),
+            drafter=_drafter(opts.drafter, loaded, console),
             num_speculative_tokens=opts.num_speculative_tokens,
             adaptive=True,
             prefix_cache=opts.prefix_cache,
@@ -134,7 +140,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None, clock: Clock | N
             metrics=opts.metrics,
         )
         config = replace(DEFAULT_CONFIG, constrained=opts.constrained)
-        agents[arm] = build_agent(_model_for(arm, loaded, opts), telemetry[arm], config)
+        agents[arm] = build_agent(_model_for(arm, loaded, opts, console), telemetry[arm], config)
 
     results: dict[str, list[TaskResult]] = {arm: [] for arm in opts.arms}
     run_start = clock.now_ns()
