@@ -83,7 +83,9 @@ def _drafter(name: str, loaded, console: Console):
     if name == "lookup":
         return PromptLookupDrafter()
     try:
-        eagle = head_drafter("eagle", loaded.model, loaded.name, tree=TreeShape())
+        # on a CPU the int8 head drafts 3-4x faster than the fp32 one, accepted as often
+        eagle = head_drafter("eagle", loaded.model, loaded.name, tree=TreeShape(),
+                             int8=loaded.model.device.type == "cpu")
     except ModelUnavailable as exc:
         console.print(f"[yellow]{exc}; the speculative arm drafts with prompt lookup alone[/]")
         return PromptLookupDrafter()

@@ -202,10 +202,11 @@ def test_the_bench_and_harness_arms_find_a_head_trained_into_the_cache(heads, tm
     runs = {name: arm(prompt, 16) for name, arm in arms.items()}
     assert all(r.tokens == runs["ours_plain"].tokens for r in runs.values())
     assert runs["ours_eagle_tree"].accepted > 0
-    for arm, method in (("eagle", "eagle"), ("eagle_chain", "eagle"), ("medusa", "medusa"),
+    for arm, method in (("eagle", "eagle"), ("eagle_tree", "eagle"), ("medusa", "medusa"),
                         ("lookup_eagle", "prompt_lookup+eagle")):
         chat = build_model(arm, loaded, HarnessOptions(prefix_cache_mb=0))
         assert chat.method == method
-    assert build_model("eagle", loaded, HarnessOptions(prefix_cache_mb=0)).drafter.tree is not None
+    assert build_model("eagle_tree", loaded, HarnessOptions(prefix_cache_mb=0)).drafter.tree is not None
+    assert build_model("eagle", loaded, HarnessOptions(prefix_cache_mb=0)).drafter.tree is None
     with pytest.raises(ValueError, match="without --compiled"):
         build_model("eagle", loaded, HarnessOptions(prefix_cache_mb=0, compiled=True))

@@ -55,8 +55,8 @@ def _tensor_bytes(module) -> int:
 
 
 def decode_bytes(model) -> StepBytes:
-    """What a one-token decode step of `model` reads (see the module docstring). Prepacked copies
-    (generation/packed.py) serve multi-token passes only and are not counted."""
+    """What a one-token decode step of `model` reads (see the module docstring). A prepacked
+    copy (generation/packed.py) is counted once with its layer: a step reads one of the two."""
     from torch import nn
 
     from agenttrace.generation.packed import PackedLinear
@@ -67,7 +67,7 @@ def decode_bytes(model) -> StepBytes:
     total = 0
     for m in model.modules():
         if isinstance(m, PackedLinear) or m in sharers:
-            continue  # a packed copy serves multi-token passes; a sharer's table is counted with the embedding
+            continue  # a step reads a packed layer's one copy (its inner layer); a sharer's table is counted with the embedding
         if m is embed:
             row = embed.weight[0]
             total += embed.weight.numel() * embed.weight.element_size() if sharers else row.numel() * row.element_size()

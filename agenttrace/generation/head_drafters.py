@@ -31,18 +31,13 @@ class TreeShape:
     with the highest cumulative draft probability get their `branch` likeliest children; of
     every node made, the `size` likeliest are verified (the loop's k caps the depth)."""
 
+    # The default measured best of nine shapes and chains on the bundled model, 2 threads
+    # (scripts/tree_probe.py; BENCHMARKS.md, "Trained drafters"): deeper or wider trees raised
+    # the acceptance length less than their wider verify passes cost on a CPU.
     depth: int = 4
-    branch: int = 3
-    expand: int = 3
-    size: int = 10
-
-    @classmethod
-    def parse(cls, text: str) -> TreeShape:
-        """'depth,branch,expand,size', e.g. '4,3,3,10'."""
-        parts = [int(p) for p in text.split(",")]
-        if len(parts) != 4 or min(parts) < 1:
-            raise ValueError(f"a tree shape is four positive integers depth,branch,expand,size; got {text!r}")
-        return cls(*parts)
+    branch: int = 2
+    expand: int = 2
+    size: int = 8
 
 
 def bind_to(head: EagleHead | MedusaHeads, model) -> None:

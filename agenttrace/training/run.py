@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import platform
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from agenttrace.training.fit import FitSettings
@@ -17,6 +17,9 @@ __all__ = ["TrainOptions", "TrainResult", "train_drafter", "DATA_RECIPE"]
 
 # Bumped when what the data stage produces changes: a new folder, not stale shards.
 DATA_RECIPE = 1
+# A smaller draft vocabulary is kept when the held-out acceptance summed over depths drops by no
+# more than this (about that much in mean acceptance length).
+SHRINK_TOLERANCE = 0.005
 
 
 @dataclass(frozen=True)
@@ -175,11 +178,25 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
         depth = opts.fit.unroll + 1 if kind == "eagle" else opts.medusa_depth
         measure = eagle_acceptance if kind == "eagle" else medusa_acceptance
         accept[kind] = report.heldout[-1] if report.heldout else measure(head, heldout, depth)
-        # what the reduced vocabulary costs: the same head scoring the target's whole table
-        head.draft_ids = torch.arange(int(model.config.vocab_size))
-        bind_to(head, model)
-        full[kind] = measure(head, heldout, depth)
-        head.draft_ids = draft_ids.clone()
+        # what the reduced vocabulary costs: the same head scoring the target's whole table, and
+        # a quarter and a half of its rows; the smallest that keeps the acceptance is kept (every
+        # draft step scores those rows: their bytes are about half a step's)
+        vocab_size = int(model.config.vocab_size)
+        trials = {len(draft_ids): accept[kind]}
+        kept = draft_ids
+        for size in (vocab_size, len(draft_ids) // 4, len(draft_ids) // 2):
+            ids = torch.arange(vocab_size) if size == vocab_size else \
+                choose_draft_vocab(train, size, sorted(eos), vocab=vocab_size)
+            head.draft_ids = ids
+            bind_to(head, model)
+            trials[size] = measure(head, heldout, depth)
+            if size < len(kept) and sum(trials[size]) >= sum(accept[kind]) - SHRINK_TOLERANCE:
+                kept = ids
+                break
+        full[kind] = trials[vocab_size]
+        accept[kind] = trials[len(kept)]
+        head.draft_ids = kept.clone()
+        head.config = replace(head.config, draft_vocab=len(kept))
         bind_to(head, model)
         recipe = {
             "command": opts.command,
@@ -191,7 +208,9 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
                      "heldout_sequences": len(heldout), "train_tokens": int(sum(len(s.tokens) for s in train)),
                      "train_answer_tokens": int(sum(len(s.tokens) - s.prompt_len for s in train)),
                      "sources": sorted({s.source for s in seqs})},
-            "draft_vocab": len(draft_ids), "draft_vocab_coverage": coverage,
+            "draft_vocab": len(kept), "draft_vocab_trained": len(draft_ids),
+            "draft_vocab_coverage": vocab_coverage(heldout, kept),
+            "heldout_acceptance_by_draft_vocab": {str(k): v for k, v in sorted(trials.items())},
             "heldout_acceptance_by_depth": accept[kind],
             "heldout_acceptance_by_depth_full_vocab": full[kind],
             "train_seconds": report.seconds, "steps": report.steps, "loss_by_epoch": report.loss,
@@ -206,11 +225,11 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
             paths.append(out_dir / f"{name}.{kind}-int8.safetensors")
             save_head(head, paths[1], target, recipe, int8=True)
             head8 = load_head(paths[1]).head
-            head8.draft_ids = draft_ids.clone()
             bind_to(head8, model)
             accept8[kind] = measure(head8, heldout, depth)
         files[kind] = [str(p) for p in paths]
-        console.print(f"{kind}: held-out greedy acceptance by depth {', '.join(f'{a:.2f}' for a in accept[kind])}"
+        console.print(f"{kind} ({len(kept)}-token draft vocabulary): held-out greedy acceptance by depth "
+                      f"{', '.join(f'{a:.2f}' for a in accept[kind])}"
                       + (f" (int8 head: {', '.join(f'{a:.2f}' for a in accept8[kind])})" if kind in accept8 else "")
                       + f" (whole vocabulary: {', '.join(f'{a:.2f}' for a in full[kind])})"
                       + f"; wrote {', '.join(files[kind])}")

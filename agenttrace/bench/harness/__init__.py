@@ -55,7 +55,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     a("--suites", type=_names, default=unset, help=f"comma-separated (default: {','.join(SUITES)})")
     a("--arms", type=_names, default=unset,
       help=f"comma-separated, the first is the baseline (default: {','.join(ARMS)}; also prompt_lookup_fixed, "
-      "early_exit_fixed, the trained heads eagle, eagle_chain, medusa, lookup_eagle, and each under the "
+      "early_exit_fixed, the trained heads eagle, eagle_tree, medusa, lookup_eagle, and each under the "
       "decision grammar: constrained, prompt_lookup_constrained, ...)")
     a("--tasks-per-suite", type=int, default=unset,
       help=f"tasks of each suite per repeat (default {_DEFAULTS.tasks_per_suite})")
