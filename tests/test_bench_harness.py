@@ -192,7 +192,7 @@ def test_unknown_arms_and_scenarios_are_refused_with_the_choices(tmp_path):
     from agenttrace.report.terminal import make_console
 
     with pytest.raises(ValueError, match="unknown arm.*choose from baseline, prompt_lookup"):
-        check_arms(("baseline", "medusa"))
+        check_arms(("baseline", "hydra"))
     with pytest.raises(SystemExit, match="unknown scenario.*cold_start"):
         run_session(HarnessOptions(scenarios=("nope",), out=tmp_path), fresh=False, command="c", console=make_console())
     with pytest.raises(SystemExit, match="nothing to render"):

@@ -22,7 +22,8 @@ def test_demo_writes_a_trace_whose_report_adds_up(tmp_path, capsys, bundled):
             for step in task.steps:
                 assert step.segments.total() == pytest.approx(step.wall_s, abs=1e-6)
     spec = report_from_files([str(files[1])]).run.speculation
-    assert spec.methods == ["prompt_lookup"] and spec.rounds > 0
+    # the default drafter: prompt lookup, then the shipped EAGLE head where lookup finds nothing
+    assert spec.methods == ["prompt_lookup+eagle"] and spec.rounds > 0
     # greedy: speculation must not change a single output
     assert outcome.identical_outputs
     assert [len(r) for r in outcome.results.values()] == [2, 2]

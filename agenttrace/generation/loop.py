@@ -203,7 +203,7 @@ def generate(
     # position: from the prefix cache, the prefill and each pass, which compute them anyway.
     reads = speculating and getattr(drafter, "reads_features", False)
     feats: FeatureLog | None = None
-    cache = None
+    cache = hit = None
     finished = False
     try:
         with torch.inference_mode():
@@ -354,7 +354,8 @@ def generate(
             constrain=matcher.stats() if matcher is not None else None,
         )
     finally:
-        # Release the KV memory now, not whenever a traceback holding this frame is dropped.
-        cache = None
+        # Release the KV memory (and the features) now, not whenever a traceback holding this
+        # frame is dropped: `hit` holds the cache too.
+        cache = hit = feats = None
         if not finished and drafter is not None:
             drafter.reset()
