@@ -210,3 +210,12 @@ def test_the_bench_and_harness_arms_find_a_head_trained_into_the_cache(heads, tm
     assert build_model("eagle", loaded, HarnessOptions(prefix_cache_mb=0)).drafter.tree is None
     with pytest.raises(ValueError, match="without --compiled"):
         build_model("eagle", loaded, HarnessOptions(prefix_cache_mb=0, compiled=True))
+
+
+def test_a_head_moves_to_the_device_of_the_target_it_drafts_for():
+    # A target on another device (a GPU for users; the meta device here) gets its head there,
+    # output rows included: a head left on the CPU would fail at its first draft.
+    model = small(0).to("meta")
+    head = init_eagle(HeadConfig("eagle", 64, 96, 16, 4, 2, 16, 128, 10000.0, 1e-5), 0)
+    bind_to(head, model)
+    assert {t.device.type for t in [*head.parameters(), *head.buffers(), head.out.weight]} == {"meta"}

@@ -43,8 +43,10 @@ class TreeShape:
 def bind_to(head: EagleHead | MedusaHeads, model) -> None:
     """Give `head` the target's embedding and output tables (the output's float weights: a
     quantized output layer is read through its dequantized copy; tied embeddings are used as
-    they are, the table the quantized layer approximates)."""
+    they are, the table the quantized layer approximates), and put it on the target's device.
+    The head stays in fp32 there: it drafts from fp32 activations whatever the target's dtype."""
     embedding = model.get_input_embeddings().weight.detach()
+    head.to(embedding.device)
     out = model.get_output_embeddings()
     if getattr(model.config, "tie_word_embeddings", False) or out is None:
         output = embedding
