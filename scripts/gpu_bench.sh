@@ -14,8 +14,9 @@
 #      models of realistic sizes (Llama-8B and SmolLM2-135M shapes; on CPU a tiny one);
 #   4. stage B, once both GGUF parts are there: joins and converts the bundled model; B1 runs the
 #      eager and compiled (CUDA graphs) arms of `agenttrace bench generation` in bf16, with each
-#      arm's share of the bandwidth roofline; B2 runs `agenttrace bench --device DEVICE`,
-#      resumable, stopped at the budget and rendered as it stands.
+#      arm's share of the bandwidth roofline; B2 the trained heads' arms (EAGLE chain and trees,
+#      Medusa, prompt lookup then EAGLE) beside plain and prompt lookup; then
+#      `agenttrace bench --device DEVICE`, resumable, stopped at the budget and rendered as it stands.
 # Results go to $OUT (the device tool returns that folder), else traces/gpu-bench.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -97,10 +98,10 @@ else
 fi
 # stage B1: eager against compiled decoding (CUDA graphs), bf16 weights, as a share of the
 # device's bandwidth roofline (the issue's goal: >= 50% for the bf16 model at batch 1)
+if [ "$device" = cpu ]; then weights=fp32; else weights=bf16; fi
 if [ -f "$out/compiled.done" ]; then
   log "stage B1: done in an earlier run"
 elif [ "$(left)" -gt 240 ]; then
-  if [ "$device" = cpu ]; then weights=fp32; else weights=bf16; fi
   log "stage B1: compiled decode path, $weights weights on $device"
   timeout $(( $(left) / 2 )) "$py" -m agenttrace bench generation --device "$device" --weights "$weights" --repeats 2 \
     --arms ours_plain,ours_plain_compiled,ours_prompt_lookup_k8,ours_prompt_lookup_k8_compiled --no-steps --no-rss \
@@ -109,6 +110,20 @@ elif [ "$(left)" -gt 240 ]; then
     || log "stage B1: failed or ran out of time (see gpu_bench.log)"
 else
   log "stage B1: no time left for the compiled arms"
+fi
+# stage B2: the trained heads (issue 14) against plain and prompt lookup, same weights, eager
+# (the compiled path gives no features); its own run, so a failure here costs B1 nothing
+if [ -f "$out/heads.done" ]; then
+  log "stage B2: done in an earlier run"
+elif [ "$(left)" -gt 240 ]; then
+  log "stage B2: trained-head arms, $weights weights on $device"
+  timeout $(( $(left) / 3 )) "$py" -m agenttrace bench generation --device "$device" --weights "$weights" --repeats 2 \
+    --arms ours_plain,ours_prompt_lookup_k8,ours_eagle_k4,ours_eagle_tree,ours_medusa_k3,ours_lookup_eagle_tree \
+    --no-steps --no-rss --update-doc "$out/BENCHMARKS-heads-$device.md" > "$out/heads_$device.txt" 2>> "$out/gpu_bench.log" \
+    && cat "$out/heads_$device.txt" && touch "$out/heads.done" \
+    || log "stage B2: failed or ran out of time (see gpu_bench.log)"
+else
+  log "stage B2: no time left for the trained-head arms"
 fi
 size=()
 [ "$quick" = 1 ] && size=(--quick)
