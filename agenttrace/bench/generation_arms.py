@@ -64,12 +64,14 @@ def _our_arm(chat_model) -> Callable[[list[int], int], Run]:
     return run
 
 
-def _head(kind: str, loaded, k: int, *, tree: bool = False, int8: bool = False, lookup: bool = False) -> dict:
+def _head(kind: str, loaded, k: int, *, tree: bool = False, int8: bool | None = False, lookup: bool = False) -> dict:
     """The LocalChatModel settings of a trained-head arm: a fixed k (no controller choices, no
-    fallback), as the other fixed-k arms."""
+    fallback), as the other fixed-k arms. int8=None: the int8 head where it pays (`int8_pays`)."""
     from agenttrace.generation.drafters import PromptLookupDrafter
-    from agenttrace.generation.head_drafters import LookupThenHead, TreeShape, head_drafter
+    from agenttrace.generation.head_drafters import LookupThenHead, TreeShape, head_drafter, int8_pays
 
+    if int8 is None:
+        int8 = int8_pays(loaded.model)
     drafter = head_drafter(kind, loaded.model, loaded.name, tree=TreeShape() if tree else None, int8=int8)
     if lookup:
         drafter = LookupThenHead(PromptLookupDrafter(), drafter)
@@ -82,9 +84,7 @@ HEAD_ARMS: dict[str, Callable[[object], dict]] = {
     "ours_eagle_tree": lambda loaded: _head("eagle", loaded, 4, tree=True),
     "ours_eagle_tree_int8": lambda loaded: _head("eagle", loaded, 4, tree=True, int8=True),
     "ours_medusa_k3": lambda loaded: _head("medusa", loaded, 3),
-    # the int8 head where its kernel is measured (the CPU: 3-4x faster drafting, same acceptance)
-    "ours_lookup_eagle_tree": lambda loaded: _head("eagle", loaded, 6, tree=True, lookup=True,
-                                                   int8=loaded.model.device.type == "cpu"),
+    "ours_lookup_eagle_tree": lambda loaded: _head("eagle", loaded, 6, tree=True, lookup=True, int8=None),
 }
 
 
@@ -154,5 +154,3 @@ def _stop_ids(loaded) -> set[int]:
     from agenttrace.generation.local import LocalChatModel
 
     return set(LocalChatModel(loaded.model, loaded.tokenizer).eos_ids)
-
-

@@ -11,8 +11,8 @@ passes measured 1.0x (2 tokens), 1.1x (4) and 1.3x (8).
 `max_rows` rows use the packed weights; long ones (prefill) keep the stock kernels, and so do
 1-row products (plain decoding) unless a probe measures the packed ones faster on this CPU (they
 were 1.3x faster on an AVX-512 machine, slower on the AVX2 one). The view shares every parameter
-with the model; the packed copies cost one more copy of the linear weights in memory. Results differ from the stock kernels only in
-float rounding (the summation order), as any two kernels do.
+with the model; the packed copies cost one more copy of the linear weights in memory. Results
+differ from the stock kernels only in float rounding (the summation order), as any two kernels do.
 """
 
 from __future__ import annotations

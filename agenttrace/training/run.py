@@ -5,6 +5,7 @@ folder (answers, feature shards, a checkpoint per head kind)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import time
@@ -87,10 +88,12 @@ def _new_head(kind: str, model, opts: TrainOptions, draft_vocab: int):
 def _checkpoint_name(kind: str, opts: TrainOptions, draft_ids) -> str:
     """A checkpoint belongs to one kind, shape, vocabulary and training setting: another run's
     is never resumed by mistake."""
-    import hashlib
-
     key = json.dumps([kind, asdict(opts.fit), opts.medusa_depth, draft_ids.tolist()])
-    return f"checkpoint-{kind}-{hashlib.sha256(key.encode()).hexdigest()[:10]}.pt"
+    return f"checkpoint-{kind}-{_digest(key)}.pt"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
@@ -146,9 +149,7 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
         t = time.perf_counter()
         task = progress.add_task("recording the target's features", total=len(records))
         # the shards are numbered over this set of sequences: another set gets its own folder
-        import hashlib
-
-        shards = folder / f"features-{hashlib.sha256(' '.join(sorted(records)).encode()).hexdigest()[:10]}"
+        shards = folder / f"features-{_digest(' '.join(sorted(records)))}"
         datamod.record_features(model, records, shards, progress=lambda n: progress.advance(task, n))
         seconds["features"] = time.perf_counter() - t
     seqs = datamod.load_sequences(shards)

@@ -109,9 +109,9 @@ def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions) -> LocalCha
 def _head_drafter(arm: str, loaded: LoadedModel, opts: HarnessOptions):
     """(drafter, k) of a trained-head arm (ModelUnavailable, saying what to do, without a head)."""
     from agenttrace.generation.drafters import PromptLookupDrafter
-    from agenttrace.generation.head_drafters import LookupThenHead, TreeShape, head_drafter
+    from agenttrace.generation.head_drafters import LookupThenHead, TreeShape, head_drafter, int8_pays
 
-    int8 = loaded.model.device.type == "cpu"  # the int8 head drafts 3-4x faster there, accepted as often
+    int8 = int8_pays(loaded.model)
     if arm == "medusa":
         return head_drafter("medusa", loaded.model, loaded.name, int8=int8), 3
     tree = None if arm == "eagle" else TreeShape(depth=opts.eagle_k)
