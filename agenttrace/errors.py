@@ -130,6 +130,11 @@ class GenerationCancelled(AgentTraceError):
     """Generation stopped because its cancel token was set (or its task was cancelled)."""
 
 
+class ContextTooLong(AgentTraceError):
+    """A prompt longer than the model's context: nothing was generated; the message says to
+    shorten (or compact) the conversation and retry."""
+
+
 class InputFileError(AgentTraceError):
     """A trace or task file could not be read; `path` and `line` (1-based, or None) say where."""
 

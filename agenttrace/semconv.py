@@ -227,6 +227,32 @@ SPEC_FALLBACK_REASON: Final = "agenttrace.spec.fallback.reason"
 # `acceptance_per_position` counts by depth.
 SPEC_TREE_DEPTH: Final = "agenttrace.spec.tree.depth"
 SPEC_TREE_NODES: Final = "agenttrace.spec.tree.nodes"
+# Named by issue 15; SPANS.md is silent on batching and the roofline. How the k of a batched
+# generation was chosen ("load_aware", "fixed") and the policy's last reason for it; the mean k it
+# allowed and the share of passes where it allowed none.
+SPEC_POLICY: Final = "agenttrace.spec.policy"
+SPEC_POLICY_REASON: Final = "agenttrace.spec.policy.reason"
+SPEC_POLICY_MEAN_K: Final = "agenttrace.spec.policy.mean_k"
+SPEC_POLICY_K0_SHARE: Final = "agenttrace.spec.policy.k0_share"
+# continuous batching: the mean number of requests in the passes a generation took part in, the
+# largest, and how many passes
+BATCH_SIZE: Final = "agenttrace.batch.size"
+BATCH_SIZE_MAX: Final = "agenttrace.batch.size.max"
+BATCH_PASSES: Final = "agenttrace.batch.passes"
+# the roofline (generation/roofline.py): parallel arrays, one entry per phase of the generation's
+# passes ("prefill", "decode", "verify@n", "batch@B"), and the machine's measured peaks
+ROOFLINE_PHASE: Final = "agenttrace.roofline.phase"
+ROOFLINE_PASSES: Final = "agenttrace.roofline.passes"
+ROOFLINE_ROWS: Final = "agenttrace.roofline.rows"
+ROOFLINE_FLOPS: Final = "agenttrace.roofline.flops"
+ROOFLINE_BYTES: Final = "agenttrace.roofline.bytes"
+ROOFLINE_SECONDS: Final = "agenttrace.roofline.seconds"
+ROOFLINE_INTENSITY: Final = "agenttrace.roofline.intensity"  # FLOPs per byte
+ROOFLINE_FLOP_S: Final = "agenttrace.roofline.flop_s"  # attained
+ROOFLINE_BYTES_S: Final = "agenttrace.roofline.bytes_s"  # attained
+ROOFLINE_PEAK_FLOP_S: Final = "agenttrace.roofline.peak.flop_s"
+ROOFLINE_PEAK_BYTES_S: Final = "agenttrace.roofline.peak.bytes_s"
+ROOFLINE_DEVICE: Final = "agenttrace.roofline.device"
 # on the draft / verify spans (detail level `fine`)
 SPEC_DRAFTED: Final = "agenttrace.spec.drafted"
 SPEC_VERIFIED: Final = "agenttrace.spec.verified"

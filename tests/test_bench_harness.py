@@ -224,22 +224,13 @@ def test_generation_tables_render_to_a_markdown_section(tmp_path):
     assert "| retry | 2.82 | 1.53 | 1.84x | 448 | yes |" in text
 
 
-def test_concurrency_levels_are_compared_task_by_task():
-    from agenttrace.bench.harness.scenarios.concurrency import _versus
+def test_the_concurrency_crossover_is_the_first_n_where_fixed_k_stops_beating_plain():
+    from agenttrace.bench.harness.scenarios.concurrency import _crossover
 
-    base = {f"t{i}": 1.0 + i for i in range(6)}
-    paired = _versus(base, {t: s * 0.7 for t, s in base.items()}, seed=0)
-    assert paired.paired and paired.verdict == "gain" and paired.ratio == pytest.approx(0.7)
-    few = _versus({"a": 1.0, "b": 2.0}, {"a": 0.5, "b": 1.0}, seed=0)
-    assert not few.paired and few.verdict == "too few"
-
-
-def test_a_change_of_the_gain_with_load_is_claimed_only_beyond_the_intervals():
-    from agenttrace.bench.harness.scenarios.concurrency import _trend
-
-    assert "no change" in _trend((1, 0.82, "gain", 0.52, 0.94), (8, 0.83, "gain", 0.73, 0.94))
-    assert "shrinks" in _trend((1, 0.6, "gain", 0.5, 0.7), (8, 0.9, "gain", 0.8, 0.95))
-    assert "grows" in _trend((1, 0.9, "gain", 0.8, 0.95), (8, 0.6, "gain", 0.5, 0.7))
+    assert "stops paying at N = 8" in _crossover({1: (0.6, "gain"), 4: (0.8, "gain"), 8: (1.0, "noise"),
+                                                  16: (1.3, "regression")})
+    assert "pays at every N" in _crossover({1: (0.6, "gain"), 2: (0.7, "gain")})
+    assert _crossover({}) == ""
 
 
 def test_a_chunk_reads_one_injected_clock_for_its_wall_times_and_spans(tmp_path):

@@ -193,3 +193,42 @@ def test_a_model_fitted_on_no_draft_rounds_alone_is_defined():
     model = fit(stats)
     k, speedup = model.best_k(4)
     assert 1 <= k <= 4 and speedup > 0
+
+
+# -- in a batch ----------------------------------------------------------------------------------
+def _model(alpha: float, draft_s: float = 0.0):
+    from agenttrace.generation.costmodel import CostModel, VerifyLine
+
+    return CostModel(alpha=alpha, acceptance=(), continuation=(), continuation_tail=1.0, draft_s_per_token=draft_s,
+                     verify=VerifyLine(0.04, 0.001, 2), plain_step_s=0.041)
+
+
+def test_at_batch_one_a_memory_bound_pass_takes_every_draft_that_pays():
+    from agenttrace.generation.costmodel import VerifyLine, allocate_batch_k
+
+    line = VerifyLine(0.040, 0.001, 3)  # a pass reads the weights: 40 ms, and 1 ms per row
+    [choice] = allocate_batch_k([(_model(0.8), 6)], 1, line, 1)
+    assert choice.k == 6 and "pays" in choice.reason
+
+
+def test_under_load_the_policy_drafts_less_down_to_none():
+    """The paradox: a batch of 32 already returns ~1/b tokens per second of rows, so a draft
+    token worth 0.5 of a token no longer pays; a sure one (alpha 0.99) still does."""
+    from agenttrace.generation.costmodel import VerifyLine, allocate_batch_k
+
+    line = VerifyLine(0.040, 0.004, 3)  # compute-bound rows: 4 ms each
+    choices = allocate_batch_k([(_model(0.5), 4)] * 31 + [(None, 0)], 32, line, 32)
+    assert all(c.k == 0 for c in choices)
+    assert "below the pass's" in choices[0].reason and choices[-1].reason == ""
+    sure = allocate_batch_k([(_model(0.99), 4)] + [(_model(0.5), 4)] * 31, 32, line, 32)
+    assert sure[0].k > 0 and all(c.k == 0 for c in sure[1:])
+    light = allocate_batch_k([(_model(0.5), 4)] * 2, 2, line, 2)
+    assert all(c.k > 0 for c in light)  # at batch 2 the same drafts still pay
+
+
+def test_a_costly_drafter_gets_fewer_tokens_than_a_free_one_at_the_same_acceptance():
+    from agenttrace.generation.costmodel import VerifyLine, allocate_batch_k
+
+    line = VerifyLine(0.040, 0.002, 3)
+    free, costly = allocate_batch_k([(_model(0.7), 8), (_model(0.7, draft_s=0.02), 8)], 2, line, 2)
+    assert free.k > costly.k

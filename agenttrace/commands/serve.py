@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--constrained", action="store_true",
                        help="constrain tool_choice \"auto\" requests to a tool call or an answer too (tool_choice "
                             "\"required\", a named tool and response_format json_schema are always constrained)")
+    serve.add_argument("--max-batch", type=int, default=8,
+                       help="requests generated together in one continuous batch (default 8; 1: one at a time)")
     serve.add_argument("--no-prefix-cache", action="store_true", help="prefill every request's whole prompt")
     serve.add_argument("--trace-file", default=None, help="also write the server's spans to this OTLP/JSON lines file")
     serve.add_argument(
@@ -81,6 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         prefix_cache=not args.no_prefix_cache,
         served_name=args.served_model_name,
         constrained=args.constrained,
+        max_batch=max(1, args.max_batch),
     )
     try:
         serve_forever(build_engine(loaded, telemetry, options), args.host, args.port, limits=limits)

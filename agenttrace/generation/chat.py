@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from agenttrace.generation.roofline import Roofline
+
 __all__ = [
+    "BatchFigures",
     "CancelToken",
     "ChatModel",
     "ConstrainStats",
@@ -110,6 +113,20 @@ class ConstrainStats:
 
 
 @dataclass(frozen=True)
+class BatchFigures:
+    """What continuous batching did for one generation (`agenttrace.batch.*`, the policy's
+    `agenttrace.spec.policy*`): policy "" when the request did not speculate."""
+
+    mean_batch_size: float
+    max_batch_size: int
+    passes: int
+    policy: str = ""
+    reason: str = ""
+    mean_k: float = 0.0
+    k0_share: float = 0.0
+
+
+@dataclass(frozen=True)
 class Generation:
     """What one model call produced and measured. Times are clock readings in epoch ns."""
 
@@ -129,6 +146,8 @@ class Generation:
     rounds: tuple[SpecRound, ...] = ()
     fallback_reason: str | None = None
     constrain: ConstrainStats | None = None  # None: the call had no constraint
+    batch: BatchFigures | None = None  # None: generated alone, not in a batching engine
+    roofline: Roofline | None = None  # None: not measured (remote models, scripted doubles)
 
     @property
     def prefill_tokens(self) -> int:

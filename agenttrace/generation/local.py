@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -11,6 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from agenttrace.clock import Clock, SyncedClock, default_clock, with_sync
 from agenttrace.generation.adaptive import KController
 from agenttrace.generation.chat import (
+    BatchFigures,
     CancelToken,
     Constraint,
     Generation,
@@ -23,6 +26,30 @@ from agenttrace.generation.drafters import Drafter
 from agenttrace.generation.loop import Decoded, StopCriteria, generate
 from agenttrace.generation.packed import packed_view
 from agenttrace.generation.prefix_cache import PrefixCache
+from agenttrace.generation.roofline import ModelShape, RooflineMeter, model_shape
+
+if TYPE_CHECKING:
+    from agenttrace.generation.batching.engine import BatchEngine
+    from agenttrace.generation.batching.sequence import BatchStats
+    from agenttrace.generation.ceiling import MachinePeaks
+
+
+@functools.cache
+def _peaks(device: str, threads: int) -> MachinePeaks | None:
+    """This machine's measured peaks (ceiling.machine_peaks: from the disk cache, or a probe of
+    about a second the first time on a machine), once per process; None when the probe fails."""
+    from agenttrace.generation.ceiling import machine_peaks
+    from agenttrace.generation.models import cache_dir
+
+    try:
+        return machine_peaks(cache_dir(), device)
+    except Exception:  # a roofline without peaks still has its intensities
+        return None
+
+
+def device_peaks(device: torch.device | str) -> MachinePeaks | None:
+    device = torch.device(device)
+    return _peaks("cuda" if device.type == "cuda" else "cpu", torch.get_num_threads())
 
 
 def device_sync(device: torch.device | str) -> Callable[[], None] | None:
@@ -66,7 +93,10 @@ class LocalChatModel:
     on a CPU where it is available. compiled: decode and verify through torch.compile graphs over
     a static KV cache (compiled.py), or a `CompiledDecoder` of `model` to share (its graphs
     compile once); the first pass of each shape compiles (tens of seconds on a CPU), which
-    `self.compiled.warm_up` can do ahead.
+    `self.compiled.warm_up` can do ahead. engine: generate in that continuous-batching engine
+    (batching/engine.py), with the other models sharing it, instead of alone (it runs eager
+    passes: not with `compiled`). roofline: measure each generation's passes against this
+    machine's peaks (probed once per machine, about a second, then read from the cache).
     """
 
     provider_name = "transformers"
@@ -85,6 +115,8 @@ class LocalChatModel:
         packed_verify: bool | None = None,
         compiled: bool | CompiledDecoder = False,
         clock: Clock | None = None,
+        engine: BatchEngine | None = None,
+        roofline: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -110,6 +142,9 @@ class LocalChatModel:
         if compiled and getattr(drafter, "reads_features", False):
             raise ValueError(f"the {drafter.method} drafter reads the target's features, which the compiled path does "
                              "not give yet: use it with compiled=False")
+        if compiled and engine is not None:
+            raise ValueError("the batching engine runs eager passes: use it with compiled=False")
+        self.engine = engine
         if compiled is True:
             compiled = compiled_view(model)
         self.compiled: CompiledDecoder | None = compiled or None
@@ -119,6 +154,14 @@ class LocalChatModel:
         eos = {tokenizer.eos_token_id, *_as_list(getattr(model.generation_config, "eos_token_id", None))}
         self._eos = frozenset(t for t in eos if t is not None)
         self._grammars: GrammarCompiler | None = None
+        self._shape: ModelShape | None = None
+        self._peaks: MachinePeaks | None = None
+        if roofline and isinstance(model, PreTrainedModel):
+            try:
+                self._shape = model_shape(model)
+                self._peaks = device_peaks(model.device)
+            except Exception:  # an unusual architecture: generations go without a roofline
+                self._shape = None
 
     def prepare_constraint(self, constraint: Constraint) -> str | None:
         """Make `constraint` ready before the first call: map the tokenizer for the grammar
@@ -199,22 +242,40 @@ class LocalChatModel:
         start: int,
         on_tokens: Callable[[list[int]], None] | None = None,
     ) -> tuple[Generation, Decoded]:
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if isinstance(limit, int) and len(prompt_ids) >= limit:
+            from agenttrace.errors import ContextTooLong
+
+            raise ContextTooLong(f"the prompt has {len(prompt_ids)} tokens; {self.model_name} holds {limit} positions: "
+                                 "shorten the conversation (or compact it) and retry")
         stop = StopCriteria(self._eos, params.max_tokens, params.stop, self.decode)
         matcher = self._compiler().matcher(params.constraint, self.clock) if params.constraint is not None else None
-        out = generate(
-            self._runner,
-            prompt_ids,
-            params,
-            stop,
-            self.clock,
-            drafter=self.drafter,
-            num_speculative_tokens=self.num_speculative_tokens,
-            controller=self.controller,
-            prefix_cache=self.prefix_cache,
-            cancel=cancel,
-            on_tokens=on_tokens,
-            matcher=matcher,
-        )
+        meter = RooflineMeter(self._shape) if self._shape is not None else None
+        batch: BatchFigures | None = None
+        if self.engine is not None:
+            from agenttrace.generation.batching.sequence import Request
+
+            out, seq = self.engine.generate(Request(
+                prompt_ids, params, stop, drafter=self.drafter, num_speculative_tokens=self.num_speculative_tokens,
+                controller=self.controller, prefix_cache=self.prefix_cache, cancel=cancel, on_tokens=on_tokens,
+                matcher=matcher))
+            meter, batch = seq.meter, _figures(seq.stats)
+        else:
+            out = generate(
+                self._runner,
+                prompt_ids,
+                params,
+                stop,
+                self.clock,
+                drafter=self.drafter,
+                num_speculative_tokens=self.num_speculative_tokens,
+                controller=self.controller,
+                prefix_cache=self.prefix_cache,
+                cancel=cancel,
+                on_tokens=on_tokens,
+                matcher=matcher,
+                meter=meter,
+            )
         text = self.decode(out.tokens)
         for s in params.stop:
             if s in text:
@@ -235,8 +296,19 @@ class LocalChatModel:
             rounds=tuple(out.rounds),
             fallback_reason=out.fallback_reason,
             constrain=out.constrain,
+            batch=batch,
+            roofline=meter.result(self._peaks) if meter is not None else None,
         )
         return gen, out
+
+
+def _figures(stats: BatchStats) -> BatchFigures:
+    return BatchFigures(
+        mean_batch_size=stats.mean_batch_size, max_batch_size=stats.max_batch_size, passes=stats.passes,
+        policy=stats.policy, reason=stats.reason,
+        mean_k=stats.k_sum / stats.decode_passes if stats.decode_passes else 0.0,
+        k0_share=stats.k_zero / stats.decode_passes if stats.decode_passes else 0.0,
+    )
 
 
 def _as_list(value: int | list[int] | None) -> list[int]:

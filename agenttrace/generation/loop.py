@@ -31,6 +31,7 @@ from agenttrace.generation.constrain import GrammarDeadEnd, Matcher, apply_mask_
 from agenttrace.generation.drafters import Draft, Drafter
 from agenttrace.generation.features import FeatureLog
 from agenttrace.generation.prefix_cache import PrefixCache
+from agenttrace.generation.roofline import RooflineMeter
 from agenttrace.generation.tree import TreeDraft, tree_inputs, verify_tree_greedy, verify_tree_sampled
 from agenttrace.generation.verify import verify_greedy, verify_sampled
 
@@ -177,6 +178,7 @@ def generate(
     cancel: CancelToken | None = None,
     on_tokens: Callable[[list[int]], None] | None = None,
     matcher: Matcher | None = None,
+    meter: RooflineMeter | None = None,
 ) -> Decoded:
     """Generate after `prompt_ids`. Greedy output is identical with and without a drafter and
     with and without a prefix cache; sampled output has the same distribution.
@@ -190,6 +192,7 @@ def generate(
     matcher: constrain every token to its grammar (see the module docstring); a dead end (no
     token allowed before the grammar is complete) ends the output there, recorded on the
     matcher's stats, and the caller decides what that means.
+    meter: sums each pass (FLOPs, bytes, seconds) by phase for the generation's roofline.
     """
     start = clock.now_ns()
     rng = sampling.make_generator(params, model.device)
@@ -220,6 +223,8 @@ def generate(
                                   torch.cat([hit.features.to(hidden.dtype), hidden]), room + num_speculative_tokens + 1)
             else:
                 logits = kv.prefill(model, prompt_ids[cached:], cache)  # [1, V]
+            if meter is not None:
+                meter.add("prefill", [(cached, len(prompt_ids) - cached)], 1, (clock.now_ns() - prefill_start) / 1e9)
             constrained = matcher is not None and matcher.active
             out: list[int] = []
             rounds: list[SpecRound] = []
@@ -260,6 +265,9 @@ def generate(
                     if isinstance(draft, TreeDraft):
                         verify_start = clock.now_ns()
                         kept, nxt = _verify_tree(model, draft, out[-1], base, cache, feats, params, rng)
+                        if meter is not None:
+                            meter.add(f"verify@{len(draft) + 1}", [(base, len(draft) + 1)], len(draft) + 1,
+                                      (clock.now_ns() - verify_start) / 1e9)
                         out += kept
                         out.append(nxt)
                         rnd = SpecRound(draft_start, draft_end, verify_start, clock.now_ns(), len(draft), len(kept), k,
@@ -275,6 +283,8 @@ def generate(
                             logits, hidden = kv.forward_features(model, [out[-1], *draft.tokens], cache)  # [n+1, V]
                         else:
                             logits = kv.forward(model, [out[-1], *draft.tokens], cache)  # [n+1, V]
+                        if meter is not None:
+                            meter.add(f"verify@{n + 1}", [(base, n + 1)], n + 1, (clock.now_ns() - verify_start) / 1e9)
                         if masks is not None:
                             apply_mask_(logits, masks)
                         if params.greedy:
@@ -305,6 +315,8 @@ def generate(
                             feats.add(hidden)
                         else:
                             logits = kv.forward(model, [out[-1]], cache)  # [1, V]
+                        if meter is not None:
+                            meter.add("decode", [(base, 1)], 1, (clock.now_ns() - step_start) / 1e9)
                         if masks is not None:  # a draft the grammar refused whole: its first mask is this one
                             apply_mask_(logits[-1], masks[0])
                         elif constrained:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from agenttrace.report.model import SEGMENT_FIELDS, Comparison, TaskFigures, WhatIf
+from agenttrace.report.model import SEGMENT_FIELDS, Comparison, RooflineFigures, TaskFigures, WhatIf
 from agenttrace.report.text import html_text as esc
 
 COLORS = {
@@ -197,3 +197,54 @@ def whatif_curves(ws: list[WhatIf], width: int = 520, height: int = 240) -> str:
                         f'fill="{color}"><title>{esc(tip)}</title></circle>')
         body.append(f'<text x="{width - right + 8}" y="{top + 14 + 14 * i}" fill="{color}">{esc((w.label or "") + " " + w.method)}</text>')
     return _svg(width, height, body, "whatif")
+
+
+_PHASE_COLORS = {"prefill": "#4e79a7", "decode": "#59a14f", "verify": "#e15759", "batch": "#b07aa1"}
+
+
+def roofline(roof: RooflineFigures, width: int = 640, height: int = 360) -> str:
+    """Log-log roofline: attained GFLOP/s against FLOPs per byte, the memory roof (slope: the
+    read bandwidth) and the compute roof (the matmul peak), one point per run and phase."""
+    pts = [p for p in roof.points if p.intensity > 0 and p.gflop_s > 0]
+    left, bottom, top, right = 56, 36, 12, 150
+    xs = [p.intensity for p in pts] + ([roof.ridge] if roof.ridge else [])
+    ys = [p.gflop_s for p in pts] + ([roof.peak_gflop_s] if roof.peak_gflop_s else [])
+    if not xs or not ys:
+        return '<p class="note">No roofline figures in these traces.</p>'
+    x_lo, x_hi = 10 ** math.floor(math.log10(min(xs)) - 0.3), 10 ** math.ceil(math.log10(max(xs)) + 0.3)
+    y_lo, y_hi = 10 ** math.floor(math.log10(min(ys)) - 0.3), 10 ** math.ceil(math.log10(max(ys)) + 0.3)
+
+    def xy(x: float, y: float) -> tuple[float, float]:
+        fx = (math.log10(x) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo))
+        fy = (math.log10(y) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo))
+        return left + fx * (width - left - right), height - bottom - fy * (height - top - bottom)
+
+    body = [f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#999"/>',
+            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#999"/>',
+            f'<text x="{(left + width - right) / 2:.0f}" y="{height - 4}" text-anchor="middle">FLOPs per byte (log)</text>',
+            f'<text x="12" y="{top + 10}">GFLOP/s (log)</text>']
+    for e in range(round(math.log10(x_lo)), round(math.log10(x_hi)) + 1):
+        x, y = xy(10 ** e, y_lo)
+        body.append(f'<text x="{x:.1f}" y="{y + 14:.1f}" text-anchor="middle">{10 ** e:g}</text>')
+    for e in range(round(math.log10(y_lo)), round(math.log10(y_hi)) + 1):
+        x, y = xy(x_lo, 10 ** e)
+        body.append(f'<text x="{x - 6:.1f}" y="{y + 4:.1f}" text-anchor="end">{10 ** e:g}</text>')
+    if roof.peak_gb_s and roof.peak_gflop_s:
+        x0 = max(x_lo, y_lo / roof.peak_gb_s)
+        a, b, c = xy(x0, roof.peak_gb_s * x0), xy(roof.ridge, roof.peak_gflop_s), xy(x_hi, roof.peak_gflop_s)
+        body.append(f'<polyline class="roof" points="{a[0]:.1f},{a[1]:.1f} {b[0]:.1f},{b[1]:.1f} {c[0]:.1f},{c[1]:.1f}" '
+                    'fill="none" stroke="#333" stroke-width="2"/>')
+        body.append(f'<text x="{b[0]:.1f}" y="{b[1] - 6:.1f}" text-anchor="middle">ridge {roof.ridge:.1f}</text>')
+    labels = list(dict.fromkeys(p.label for p in pts))
+    for p in pts:
+        px, py = xy(p.intensity, p.gflop_s)
+        color = _PHASE_COLORS.get(p.phase.partition("@")[0], "#777")
+        shape = labels.index(p.label) % 2
+        tip = f"{p.label or ''} {p.phase}: {p.intensity:.2f} FLOP/B, {p.gflop_s:.1f} GFLOP/s, {p.passes} passes"
+        mark = (f'<circle class="mark roofline" cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{color}">' if not shape else
+                f'<rect class="mark roofline" x="{px - 4:.1f}" y="{py - 4:.1f}" width="8" height="8" fill="{color}">')
+        body.append(mark + f"<title>{esc(tip)}</title>" + ("</circle>" if not shape else "</rect>"))
+        body.append(f'<text x="{px + 6:.1f}" y="{py - 5:.1f}" font-size="9">{esc(p.phase)}</text>')
+    for i, (kind, color) in enumerate(_PHASE_COLORS.items()):
+        body.append(f'<text x="{width - right + 12}" y="{top + 14 + 14 * i}" fill="{color}">{kind}</text>')
+    return _svg(width, height, body, "roofline")

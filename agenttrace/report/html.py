@@ -13,7 +13,16 @@ from agenttrace.report import charts
 from agenttrace.report.model import Comparison, Report, TaskFigures
 from agenttrace.report.seen import input_lines, no_tasks_message
 from agenttrace.report.text import html_text as esc
-from agenttrace.report.text import constraint_comparison, ms, summary_grid, task_notes, whatif_method
+from agenttrace.report.text import (
+    ROOFLINE_COLUMNS,
+    constraint_comparison,
+    ms,
+    roofline_line,
+    roofline_rows,
+    summary_grid,
+    task_notes,
+    whatif_method,
+)
 from agenttrace.report.text import num as _f
 
 _CSS = """
@@ -116,6 +125,16 @@ def _whatif(report: Report) -> str:
     return note + table + charts.whatif_curves(report.whatif)
 
 
+def _roofline(report: Report) -> str:
+    roof = report.roofline
+    if roof is None or not roof.points:
+        return '<p class="note">No generation in these traces carries roofline figures (agenttrace.roofline.*).</p>'
+    head = "".join(f"<th>{esc(c)}</th>" for c in ROOFLINE_COLUMNS)
+    rows = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in roofline_rows(roof))
+    return (f'<p class="note">{esc(roofline_line(roof))}</p>' + charts.roofline(roof)
+            + f"<table><tr>{head}</tr>{rows}</table>")
+
+
 def _comparison(c: Comparison) -> str:
     rows = "".join(
         f'<tr><td>{esc(f.figure)}</td><td>{_f(f.median_a, 4)}</td><td>{_f(f.median_b, 4)}</td><td>{_f(f.ratio, 3)}</td>'
@@ -149,6 +168,7 @@ def report_html(report: Report, comparison: Comparison | None = None) -> str:
         ("Latency distributions", '<p class="note">One dot per task or step; the band spans p50 to p95.</p>'
          + charts.distributions(_distribution_rows(report))),
         ("Speculation what-if", _whatif(report)),
+        ("Roofline", _roofline(report)),
     ]
     if comparison is not None:
         sections.append((f"Comparison: {comparison.b} vs {comparison.a}", _comparison(comparison)))

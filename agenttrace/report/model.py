@@ -111,6 +111,44 @@ class SpecFigures(BaseModel):
         self.num_speculative_tokens = max(self.num_speculative_tokens, other.num_speculative_tokens)
 
 
+class RooflinePhaseFigures(BaseModel):
+    """A generation's passes of one phase (agenttrace.roofline.*): summed work and time."""
+
+    phase: str
+    passes: int
+    rows: int
+    flops: float
+    bytes: float
+    seconds: float
+
+
+class RooflinePoint(BaseModel):
+    """One phase of a run against the roofline: its passes summed over the run's generations."""
+
+    label: str | None = None
+    phase: str
+    passes: int
+    rows: int
+    intensity: float = Field(description="FLOPs per byte moved")
+    gflop_s: float = Field(description="attained")
+    gb_s: float = Field(description="attained")
+    roof_share: float | None = Field(None, description="attained FLOP/s over what the roof allows at this intensity")
+    bound: str = Field("-", description="memory or compute (against the ridge point); - without peaks")
+
+
+class RooflineFigures(BaseModel):
+    """Where a trace's passes sit against the machine's measured peaks (those of the first
+    generation that carried them)."""
+
+    device: str = ""
+    peak_gflop_s: float = 0.0
+    peak_gb_s: float = 0.0
+    ridge: float = Field(0.0, description="FLOPs per byte where the roofs meet")
+    points: list[RooflinePoint] = Field(default_factory=list)
+    mean_batch_size: float | None = Field(None, description="agenttrace.batch.size over batched generations")
+    policies: dict[str, int] = Field(default_factory=dict, description="generations per agenttrace.spec.policy")
+
+
 class GenerationFigures(BaseModel):
     """One generation span (a model call), with its speculation figures."""
 
@@ -142,6 +180,12 @@ class GenerationFigures(BaseModel):
     constrain_s: float = 0.0
     drafts_cut: int = 0
     constrain_fallback: str | None = None
+    # continuous batching and the roofline (issue 15; SPANS.md is silent on them)
+    batch_size: float | None = Field(None, description="agenttrace.batch.size: requests per pass, mean")
+    spec_policy: str | None = None
+    roofline: list[RooflinePhaseFigures] = Field(default_factory=list)
+    roofline_peaks: tuple[float, float, str] | None = Field(
+        None, description="(peak FLOP/s, peak bytes/s, device) as measured where the trace was recorded")
 
     @property
     def constrained(self) -> bool:
@@ -352,6 +396,7 @@ class Report(JsonDocument):
     whatif: list[WhatIf] = Field(default_factory=list, description="speculation what-if per label and drafter")
     inputs: list[InputFigures] = Field(default_factory=list, description="per input: the conventions recognised, "
                                        "spans mapped per segment, spans left out and why, figures inferred")
+    roofline: RooflineFigures | None = Field(None, description="None: no generation carried roofline figures")
 
 
 class FigureComparison(BaseModel):

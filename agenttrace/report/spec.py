@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
 from agenttrace.generation.costmodel import RoundStats
-from agenttrace.report.model import GenerationFigures, SpecFigures, lean
+from agenttrace.report.model import GenerationFigures, RooflinePhaseFigures, SpecFigures, lean
 from agenttrace.report.tree import SpanTree
 from agenttrace.traces.records import SpanRecord
 
@@ -220,7 +220,33 @@ def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int,
         constrain_s=_num(a, sc.CONSTRAIN_MASK_S) + _num(a, sc.CONSTRAIN_COMPILE_S),
         drafts_cut=int(_num(a, sc.CONSTRAIN_DRAFTS_CUT)),
         constrain_fallback=str(a[sc.CONSTRAIN_FALLBACK]) if sc.CONSTRAIN_FALLBACK in a else None,
+        batch_size=float(a[sc.BATCH_SIZE]) if isinstance(a.get(sc.BATCH_SIZE), (int, float)) else None,
+        spec_policy=str(a[sc.SPEC_POLICY]) if sc.SPEC_POLICY in a else None,
+        roofline=_roofline(a),
+        roofline_peaks=_peaks(a),
     ))
+
+
+def _roofline(a: dict) -> list[RooflinePhaseFigures]:
+    """The agenttrace.roofline.* arrays, one entry per phase; nothing when absent or ragged (a
+    foreign or truncated span: the report leaves it out rather than guess)."""
+    keys = (sc.ROOFLINE_PHASE, sc.ROOFLINE_PASSES, sc.ROOFLINE_ROWS, sc.ROOFLINE_FLOPS, sc.ROOFLINE_BYTES,
+            sc.ROOFLINE_SECONDS)
+    cols = [a.get(k) for k in keys]
+    if not all(isinstance(c, (list, tuple)) for c in cols) or len({len(c) for c in cols}) != 1:  # type: ignore[arg-type]
+        return []
+    try:
+        return [RooflinePhaseFigures(phase=str(p), passes=int(n), rows=int(r), flops=float(f), bytes=float(b),
+                                     seconds=float(t)) for p, n, r, f, b, t in zip(*cols)]  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return []
+
+
+def _peaks(a: dict) -> tuple[float, float, str] | None:
+    flop_s, bytes_s = a.get(sc.ROOFLINE_PEAK_FLOP_S), a.get(sc.ROOFLINE_PEAK_BYTES_S)
+    if isinstance(flop_s, (int, float)) and isinstance(bytes_s, (int, float)) and bytes_s > 0:
+        return float(flop_s), float(bytes_s), str(a.get(sc.ROOFLINE_DEVICE, ""))
+    return None
 
 
 def _model(a: dict) -> str | None:

@@ -14,7 +14,19 @@ from agenttrace.report.model import (
     WhatIf,
 )
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.text import constraint_comparison, ms, segment_header, spec_line, step_label, summary_grid, task_notes, whatif_method
+from agenttrace.report.text import (
+    ROOFLINE_COLUMNS,
+    constraint_comparison,
+    ms,
+    roofline_line,
+    roofline_rows,
+    segment_header,
+    spec_line,
+    step_label,
+    summary_grid,
+    task_notes,
+    whatif_method,
+)
 from agenttrace.report.text import num as _num
 from agenttrace.report.text import terminal_text as _t
 
@@ -109,6 +121,19 @@ def whatif_table(whatifs: list[WhatIf]) -> Table:
     return t
 
 
+def roofline_table(report: Report) -> Table:
+    """Each phase's passes against the roofline (figures; the HTML page draws the chart)."""
+    roof = report.roofline
+    assert roof is not None
+    t = Table(title="roofline: where the passes sit (FLOPs per byte moved, attained rates)", title_justify="left",
+              caption=_t(roofline_line(roof)), caption_justify="left")
+    for col in ROOFLINE_COLUMNS:
+        t.add_column(col, justify="left" if col in ("run", "phase", "bound") else "right")
+    for row in roofline_rows(roof):
+        t.add_row(*(_t(c) for c in row))
+    return t
+
+
 def comparison_table(c: Comparison) -> Table:
     """Figure by figure: medians of A and B, ratio B/A with its interval, verdict."""
     t = Table(title=f"{_t(c.b)} vs {_t(c.a)}: ratio of medians with a {c.confidence:.0%} bootstrap interval "
@@ -159,3 +184,5 @@ def render_report(report: Report, console: Console | None = None, *, tasks: bool
     console.print(summary_table(report))
     if report.whatif:
         console.print(whatif_table(report.whatif))
+    if report.roofline is not None and report.roofline.points:
+        console.print(roofline_table(report))

@@ -221,3 +221,28 @@ def summary_grid(runs: list[RunFigures]) -> list[tuple[str, list[str]]]:
     columns = [dict(summary_rows(r)) for r in runs]
     names = list(dict.fromkeys(name for col in columns for name in col))
     return [(name, [col.get(name, "-") for col in columns]) for name in names]
+
+
+ROOFLINE_COLUMNS = ("run", "phase", "passes", "rows", "FLOP/byte", "GFLOP/s", "GB/s", "of roof", "bound")
+
+
+def roofline_rows(roof) -> list[list[str]]:
+    """The roofline table's rows (RooflineFigures), one per run label and phase."""
+    return [[p.label or "-", p.phase, str(p.passes), str(p.rows), f"{p.intensity:.2f}", f"{p.gflop_s:.1f}",
+             f"{p.gb_s:.2f}", pct(p.roof_share), p.bound] for p in roof.points]
+
+
+def roofline_line(roof) -> str:
+    """The peaks and ridge point under the roofline table, and the batching figures."""
+    parts = []
+    if roof.peak_gb_s:
+        parts.append(f"peaks measured on {roof.device}: {roof.peak_gflop_s:.0f} GFLOP/s (fp32 matmul), "
+                     f"{roof.peak_gb_s:.1f} GB/s (read); ridge at {roof.ridge:.1f} FLOP/byte: a pass below it is "
+                     "bound by memory, above it by compute")
+    else:
+        parts.append("no peaks recorded: intensities only")
+    if roof.mean_batch_size is not None:
+        parts.append(f"mean batch size {roof.mean_batch_size:.1f}")
+    if roof.policies:
+        parts.append("k policy: " + ", ".join(f"{k} ({v} generations)" for k, v in sorted(roof.policies.items())))
+    return "; ".join(parts) + "."

@@ -1,7 +1,9 @@
-"""Serving requests with our generator: one model, one request at a time, each traced.
+"""Serving requests with our generator: one model, each request traced.
 
-Generation is serialised by a lock (one model, one KV cache at a time; a request waits its turn,
-and the wait is recorded as `agenttrace.serve.queue_s`). Each request is a `chat {model}` SERVER
+With a batching engine on the model (`LocalChatModel(engine=...)`, the server's default) the
+requests in flight generate together in continuous batches, each with its own KV cache; without
+one, generation is serialised by a lock (one request at a time). Either way the wait before a
+request's prefill starts is recorded as `agenttrace.serve.queue_s`. Each request is a `chat {model}` SERVER
 span that continues the caller's trace when the request carries a W3C `traceparent`, with our
 generator's prefill child and speculation rounds, and a `parse_tool_call` child when the request
 had tools.
@@ -17,6 +19,7 @@ them all within a round (and refuses new ones) when the server is told to stop.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,8 +64,8 @@ class EngineResult:
 
 
 class Engine:
-    """Our generator behind the server: `model` (with its drafter and prefix cache, as
-    configured) serves one request at a time. `model_name` is the name clients must ask for."""
+    """Our generator behind the server: `model` (with its drafter, prefix cache and batching
+    engine, as configured) serves the requests. `model_name` is the name clients must ask for."""
 
     def __init__(self, model: LocalChatModel, telemetry: Telemetry, *, constrained: bool = False,
                  constraint_error: str | None = None) -> None:
@@ -72,7 +75,8 @@ class Engine:
         # named tool and response_format json_schema are constrained always)
         self.constrained = constrained
         self.constraint_error = constraint_error  # why requests asking for a grammar are refused
-        self._lock = threading.Lock()  # the model and its KV cache: one generation at a time
+        self._lock = threading.Lock()  # without batching: the model and its KV cache, one generation at a time
+        self.batched = getattr(model, "engine", None) is not None
         self._encode_lock = threading.Lock()  # the tokenizer, kept out of the model's queue
         self._running: set[CancelToken] = set()
         self.closing = False
@@ -99,6 +103,9 @@ class Engine:
         self.closing = True
         for token in list(self._running):
             token.cancel()
+        batch = getattr(self.model, "engine", None)
+        if batch is not None:
+            batch.close()  # what is queued there is cancelled too; its thread ends
 
     def begin(self, headers: Mapping[str, str], params: GenerationParams, stream: bool) -> Span:
         """The request's span, started now (so queueing counts), continuing the caller's trace."""
@@ -133,13 +140,16 @@ class Engine:
         self._running.add(cancel)
         try:
             queued = tel.clock.now_ns()
-            with self._lock:
-                span.set_attribute(sc.SERVE_QUEUE_S, (tel.clock.now_ns() - queued) / 1e9)
+            with self._lock if not self.batched else contextlib.nullcontext():
+                if not self.batched:
+                    span.set_attribute(sc.SERVE_QUEUE_S, (tel.clock.now_ns() - queued) / 1e9)
                 if self.closing:
                     raise GenerationCancelled("the server is shutting down")
                 if cancel.cancelled:
                     raise GenerationCancelled("the client went away before generation started")
                 gen = self.model.complete_ids(prompt, params, cancel=cancel, on_tokens=on_tokens)[0]
+            if self.batched:  # the wait for a place in the batch
+                span.set_attribute(sc.SERVE_QUEUE_S, max(gen.prefill_start_ns - queued, 0) / 1e9)
         finally:
             self._running.discard(cancel)
         tel.guard("recording a generation", record_generation, tel, span, gen, model=self.model_name)

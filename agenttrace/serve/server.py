@@ -36,6 +36,10 @@ class ServeOptions:
     prefix_cache: bool = True  # reuse the KV cache of earlier requests' common prefix
     served_name: str | None = None  # the model name clients ask for (default: the model's)
     constrained: bool = False  # also constrain tool_choice "auto" requests to the decision grammar
+    # requests generated together in one continuous batch (generation/batching); 1: one request at
+    # a time, the others queued, as before batching
+    max_batch: int = 8
+    batch_threads: int | None = None  # torch threads of the batching engine's thread (None: torch's)
 
 
 def build_engine(loaded: LoadedModel, telemetry: Telemetry, options: ServeOptions = ServeOptions()) -> Engine:
@@ -43,8 +47,12 @@ def build_engine(loaded: LoadedModel, telemetry: Telemetry, options: ServeOption
     from agenttrace.errors import ConstraintUnavailable
     from agenttrace.generation.chat import Constraint
     from agenttrace.generation.drafters import PromptLookupDrafter
+    from agenttrace.generation.batching.engine import BatchEngine
     from agenttrace.generation.local import LocalChatModel
 
+    batch = None
+    if options.max_batch > 1:
+        batch = BatchEngine(loaded.model, max_batch=options.max_batch, threads=options.batch_threads)
     model = LocalChatModel(
         loaded.model,
         loaded.tokenizer,
@@ -53,6 +61,7 @@ def build_engine(loaded: LoadedModel, telemetry: Telemetry, options: ServeOption
         num_speculative_tokens=options.num_speculative_tokens,
         adaptive=True,
         prefix_cache=options.prefix_cache,
+        engine=batch,
     )
     # Map the tokenizer for the grammar engine now, not on the first request that asks for a
     # schema. A tokenizer it cannot map stops a --constrained server at start-up; any other

@@ -22,6 +22,7 @@ from agenttrace.generation.chat import (
     Message,
     summarize_rounds,
 )
+from agenttrace.generation.roofline import Roofline
 from agenttrace.telemetry.content import chat_input_messages, chat_output_messages
 from agenttrace.telemetry.spans import child_span
 
@@ -70,6 +71,15 @@ def generation_attributes(gen: Generation) -> dict[str, AttributeValue]:
             attrs[sc.CONSTRAIN_FALLBACK] = c.fallback
         if c.dead_end:
             attrs[sc.CONSTRAIN_DEAD_END] = c.dead_end
+    b = gen.batch
+    if b is not None:
+        attrs.update({sc.BATCH_SIZE: b.mean_batch_size, sc.BATCH_SIZE_MAX: b.max_batch_size, sc.BATCH_PASSES: b.passes})
+        if b.policy:
+            attrs.update({sc.SPEC_POLICY: b.policy, sc.SPEC_POLICY_MEAN_K: b.mean_k, sc.SPEC_POLICY_K0_SHARE: b.k0_share})
+            if b.reason:
+                attrs[sc.SPEC_POLICY_REASON] = b.reason
+    if gen.roofline is not None and gen.roofline.phases:
+        attrs.update(roofline_attributes(gen.roofline))
     if gen.method != "none":
         s = summarize_rounds(gen.rounds, gen.num_speculative_tokens)
         attrs.update(
@@ -88,6 +98,26 @@ def generation_attributes(gen: Generation) -> dict[str, AttributeValue]:
         if trees:
             attrs[sc.SPEC_TREE_DEPTH] = max(r.tree_depth for r in trees)
             attrs[sc.SPEC_TREE_NODES] = sum(r.drafted for r in trees) / len(trees)
+    return attrs
+
+
+def roofline_attributes(roof: Roofline) -> dict[str, AttributeValue]:
+    """The `agenttrace.roofline.*` arrays (one entry per phase) and the peaks."""
+    ph = roof.phases
+    attrs: dict[str, AttributeValue] = {
+        sc.ROOFLINE_PHASE: tuple(p.phase for p in ph),
+        sc.ROOFLINE_PASSES: tuple(p.passes for p in ph),
+        sc.ROOFLINE_ROWS: tuple(p.rows for p in ph),
+        sc.ROOFLINE_FLOPS: tuple(p.flops for p in ph),
+        sc.ROOFLINE_BYTES: tuple(p.bytes for p in ph),
+        sc.ROOFLINE_SECONDS: tuple(p.seconds for p in ph),
+        sc.ROOFLINE_INTENSITY: tuple(p.intensity for p in ph),
+        sc.ROOFLINE_FLOP_S: tuple(p.flop_s for p in ph),
+        sc.ROOFLINE_BYTES_S: tuple(p.bytes_s for p in ph),
+    }
+    if roof.peak_bytes_s:
+        attrs.update({sc.ROOFLINE_PEAK_FLOP_S: roof.peak_flop_s, sc.ROOFLINE_PEAK_BYTES_S: roof.peak_bytes_s,
+                      sc.ROOFLINE_DEVICE: roof.device})
     return attrs
 
 

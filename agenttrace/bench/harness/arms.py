@@ -77,8 +77,9 @@ def check_arms(arms: tuple[str, ...]) -> None:
         raise ValueError(f"unknown arm(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}")
 
 
-def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions) -> LocalChatModel:
-    """A fresh `LocalChatModel` for `arm` over the loaded weights (its own caches and controller)."""
+def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions, engine=None) -> LocalChatModel:
+    """A fresh `LocalChatModel` for `arm` over the loaded weights (its own caches and controller);
+    with `engine`, generating in that shared batching engine."""
     from agenttrace.generation.draft_model import early_exit_drafter
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
@@ -87,7 +88,7 @@ def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions) -> LocalCha
     check_arms((arm,))
     arm = decoding(arm)[0]
     cache = PrefixCache(max_bytes=opts.prefix_cache_mb * 2**20) if opts.prefix_cache_mb > 0 else False
-    common = {"name": loaded.name, "prefix_cache": cache}
+    common = {"name": loaded.name, "prefix_cache": cache, **({"engine": engine} if engine is not None else {})}
     if arm == "baseline":
         return LocalChatModel(loaded.model, loaded.tokenizer, compiled=_compiled(loaded, opts, 0), **common)
     fixed = arm.endswith("_fixed")

@@ -4,7 +4,7 @@ resumed run and the renderer read it back, validated).
     OUT/manifest.json        the options, the machine, the chunks finished so far
     OUT/records.jsonl        one TaskRecord per task run (repeat, suite, arm, task)
     OUT/traces/*.jsonl       the OTLP trace of each chunk and arm, labelled with the arm
-    OUT/scenarios/NAME.json  one ScenarioResult per scenario
+    OUT/scenarios/NAME.result.json  one ScenarioResult per scenario (NAME.json: a scenario's own data)
     OUT/report.md            the Markdown report (rewritten after every run or render)
 """
 
@@ -65,6 +65,19 @@ class Check(BaseModel):
     name: str
     passed: bool
     detail: str
+
+
+class ConcurrencyRecord(BaseModel):
+    """One level and arm of the concurrency scenario (OUT/scenarios/concurrency.json is a list)."""
+
+    n: int
+    arm: str
+    tokens_per_s: float
+    tasks_per_s: float
+    ttvtc_p50_s: float | None
+    ttvtc_p95_s: float | None
+    task_p95_s: float | None
+    mean_batch_size: float
 
 
 class ScenarioResult(BaseModel):

@@ -95,7 +95,8 @@ def machine_description(device: str) -> str:
 
 
 def _scenario_path(out: Path, name: str) -> Path:
-    return out / "scenarios" / f"{name}.json"
+    # (NAME.json is the scenario's own data where it writes some: concurrency's records)
+    return out / "scenarios" / f"{name}.result.json"
 
 
 def _comparable(options: dict) -> dict:

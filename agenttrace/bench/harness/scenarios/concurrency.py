@@ -1,19 +1,24 @@
-"""N agents sharing one model: throughput and p95 latency against N, with and without speculation.
+"""N agents sharing one model: turn-taking against continuous batching, with and without
+speculation, at each N.
 
-At each level N, the same tasks are served by N agent threads pulling from one queue: the first
-`concurrency_tasks` of the tool-call suite's weather and file-search tasks (seeded order). Those are
-the short calls the 135M model completes; its calculator and unit tasks often retry until the step
-budget runs out, which would measure retries rather than load. The weights are shared (one loaded torch model); each thread has
-its own `LocalChatModel`, so its prefix cache and k controller are its own and no state is shared
-between threads but the read-only weights. Levels and arms alternate in a seeded order.
+At each level N the same task runs are served by N agent threads pulling from one queue: the
+tool-call suite's weather and file-search tasks (seeded order), cycled to at least N runs so every
+agent has work (`concurrency_tasks` at least). Those are the short calls the 135M model completes;
+its calculator and unit tasks often retry until the step budget runs out. Each agent has its own
+`LocalChatModel` over the shared weights (its prefix cache and k controller are its own). Arms:
 
-The baseline arm and the first speculative arm run at every level. Per level: throughput (tasks
-and output tokens per second of the level's wall time), p50/p95 task time and p95 time to valid
-tool call (from the level's trace), and the speculative arm's task time against the baseline's,
-task by task (the median of per-task ratios with its bootstrap interval), which shows whether the
-gain from speculation shrinks under load.
-Greedy decoding gives every thread the same outputs at every N, which is checked: a difference
-would mean the threads disturb each other.
+    plain_unbatched  each agent generates alone, as before batching (the threads take turns on
+                     the cores): the reference the issue keeps
+    plain            one BatchEngine for the level's agents, no drafter
+    fixed_k          the engine, prompt lookup drafting k = prompt_lookup_k every pass
+    load_aware       the engine, prompt lookup with k chosen per pass by the load-aware policy
+
+Levels and arms alternate in a seeded order. Per level and arm: throughput (tasks and output
+tokens per second of the level's wall time), p50/p95 time to valid tool call and p95 task time
+(from the level's trace), the engine's mean batch size, peak RSS, and each arm's task time over
+`plain`'s at the same N, task by task (median of per-task ratios, bootstrap interval). Greedy
+decoding makes each arm's outputs the same at every N, which is checked: a difference would mean
+requests disturb each other in the batch. `scenarios/concurrency.json` holds the records.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from dataclasses import dataclass
 
 from agenttrace.bench.harness.arms import build_model
 from agenttrace.bench.harness.figures import paired_estimate
-from agenttrace.bench.harness.records import Check, ScenarioResult
+from agenttrace.bench.harness.records import Check, ConcurrencyRecord, ScenarioResult, write_json_atomic
 from agenttrace.bench.harness.runner import output_digest
 from agenttrace.bench.harness.scenarios.common import ScenarioContext
+from agenttrace.bench.harness.sensors import ResourceMeter
 from agenttrace.clock import elapsed_s
 from agenttrace.report import report_from_files
 from agenttrace.report.stats import distribution
@@ -35,6 +41,11 @@ from agenttrace.runtime.agent import TaskResult
 from agenttrace.telemetry import Telemetry
 
 WORKLOAD_TOOLS = ("weather", "search_files")
+ARMS = ("plain_unbatched", "plain", "fixed_k", "load_aware")
+REFERENCE = "plain"
+# what each arm builds: (harness arm of its LocalChatModels, batching policy or None: alone)
+_BUILD = {"plain_unbatched": ("baseline", None), "plain": ("baseline", "fixed"),
+          "fixed_k": ("prompt_lookup_fixed", "fixed"), "load_aware": ("prompt_lookup", "load_aware")}
 
 
 @dataclass
@@ -44,16 +55,25 @@ class Level:
     wall_s: float
     results: dict[str, TaskResult]
     errors: list[str]
-    task_s: dict[str, float]  # by task id
+    task_s: dict[str, float]  # by task run id
     ttvtc_s: list[float]
     tokens: int
+    mean_batch: float
+    peak_rss: int | None
 
 
 def _serve(ctx: ScenarioContext, n: int, arm: str, tasks) -> Level:
+    from agenttrace.generation.batching.engine import BatchEngine
+
     suite = ctx.suites["tool_calls"]
     path = ctx.out / f"n{n}-{arm}.jsonl"
     tel = Telemetry(service_name="agenttrace-bench", run_label=f"n{n}-{arm}", trace_file=path)
-    agents = [suite.build_agent(build_model(arm, ctx.loaded, ctx.opts), tel, config=ctx.config(suite, arm)) for _ in range(n)]
+    model_arm, policy = _BUILD[arm]
+    # one intra-op thread for the engine's own thread on a CPU (BatchEngine's `threads` says why)
+    threads = 1 if ctx.opts.device == "cpu" else None
+    engine = BatchEngine(ctx.loaded.model, policy=policy, max_batch=max(n, 1), threads=threads) if policy else None
+    agents = [suite.build_agent(build_model(model_arm, ctx.loaded, ctx.opts, engine=engine), tel,
+                                config=ctx.config(suite, model_arm)) for _ in range(n)]
     work: queue.Queue = queue.Queue()
     for t in tasks:
         work.put(t)
@@ -76,101 +96,123 @@ def _serve(ctx: ScenarioContext, n: int, arm: str, tasks) -> Level:
                     errors.append(f"{task.id}: {type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=worker, args=(a,), name=f"bench-agent-{i}") for i, a in enumerate(agents)]
+    meter = ResourceMeter(ctx.opts.device)
+    meter.start()
     t0 = ctx.clock.now_ns()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     wall = elapsed_s(ctx.clock, t0)
+    use = meter.stop()
+    mean_batch = engine.mean_batch_size if engine is not None else 1.0
+    if engine is not None:
+        engine.close()
     tel.shutdown()
     figures = report_from_files([str(path)]).tasks
     tokens = sum(g.output_tokens for r in results.values() for g in r.generations)
     return Level(n, arm, wall, results, errors, {t.task_id: t.wall_s for t in figures},
-                 [t.ttvtc_s for t in figures if t.ttvtc_s is not None], tokens)
+                 [t.ttvtc_s for t in figures if t.ttvtc_s is not None], tokens, mean_batch, use.peak_rss_bytes)
 
 
-def _versus(base: dict[str, float], arm: dict[str, float], seed: int):
-    """The same tasks at the same N: paired by task (unpaired when too few line up)."""
-    return paired_estimate({t: [x] for t, x in base.items()}, {t: [x] for t, x in arm.items()}, seed)
-
-
-def _trend(first: tuple, last: tuple) -> str:
-    """Whether the ratio moved between the lowest and the highest N by more than the noise: only
-    when their intervals do not overlap is a change claimed."""
-    (n0, r0, _, lo0, hi0), (n1, r1, _, lo1, hi1) = first, last
-    if lo1 > hi0:
-        return f"The gain from speculation shrinks from N={n0} to N={n1} ({r0:.2f} -> {r1:.2f}, intervals apart)."
-    if hi1 < lo0:
-        return f"The gain from speculation grows from N={n0} to N={n1} ({r0:.2f} -> {r1:.2f}, intervals apart)."
-    return (f"From N={n0} to N={n1} the ratio moves {r0:.2f} -> {r1:.2f}, within the intervals: no change in the gain "
-            "from speculation is claimed.")
+def _task_runs(ctx: ScenarioContext, count: int) -> list:
+    """`count` task runs cycling through the workload's tasks, each with its own id."""
+    base = [t for t in ctx.suites["tool_calls"].tasks
+            if t.expected_call is not None and t.expected_call.tool in WORKLOAD_TOOLS]
+    random.Random(f"{ctx.opts.seed}-concurrency").shuffle(base)
+    runs = []
+    for i in range(count):
+        task = base[i % len(base)]
+        runs.append(task if i < len(base) else task.model_copy(update={"id": f"{task.id}#{i // len(base)}"}))
+    return runs
 
 
 def _s(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _record(lv: Level) -> ConcurrencyRecord:
+    d, v = distribution(lv.task_s.values()), distribution(lv.ttvtc_s)
+    return ConcurrencyRecord(n=lv.n, arm=lv.arm, tokens_per_s=lv.tokens / lv.wall_s, tasks_per_s=len(lv.results) / lv.wall_s,
+                             ttvtc_p50_s=v.p50, ttvtc_p95_s=v.p95, task_p95_s=d.p95, mean_batch_size=lv.mean_batch)
+
+
+def _crossover(gains: dict[int, tuple[float, str]]) -> str:
+    """The first N at which fixed-k speculation no longer beats plain batching: its task-time
+    ratio's verdict is not a gain (the interval reaches 1, or a regression; "too few" pairs
+    cannot show a gain either)."""
+    losing = [n for n, (_, verdict) in sorted(gains.items()) if verdict != "gain"]
+    if not gains:
+        return ""
+    if not losing:
+        return f"fixed-k speculation pays at every N measured ({', '.join(map(str, sorted(gains)))})."
+    return f"fixed-k speculation stops paying at N = {losing[0]} on this machine (its task time is no longer below plain's)."
+
+
 def run_concurrency(ctx: ScenarioContext) -> ScenarioResult:
     t0 = ctx.clock.now_ns()
     opts = ctx.opts
-    spec = next((a for a in opts.arms[1:]), None)
-    arms = [opts.baseline] + ([spec] if spec else [])
-    tasks = [t for t in ctx.suites["tool_calls"].tasks
-             if t.expected_call is not None and t.expected_call.tool in WORKLOAD_TOOLS]
-    random.Random(f"{opts.seed}-concurrency").shuffle(tasks)
-    tasks = tasks[: opts.concurrency_tasks]
     rng = random.Random(f"{opts.seed}-concurrency-order")
     levels: dict[tuple[int, str], Level] = {}
+    runs: dict[int, list] = {}
     for n in opts.concurrency:
-        order = list(arms)
+        runs[n] = _task_runs(ctx, max(opts.concurrency_tasks, n))
+        order = list(ARMS)
         rng.shuffle(order)
         for arm in order:
             ctx.tick(f"concurrency: N={n} [{arm}]")
-            levels[(n, arm)] = _serve(ctx, n, arm, tasks)
+            levels[(n, arm)] = _serve(ctx, n, arm, runs[n])
 
-    columns = ["N", "arm", "tasks", "wall s", "tasks/s", "tokens/s", "p50 task s", "p95 task s", "p95 TTVTC s",
-               "task time vs baseline", "verdict"]
-    rows = []
-    gains = []
+    records = [_record(levels[(n, arm)]) for n in opts.concurrency for arm in ARMS]
+    write_json_atomic(ctx.out.parent / "concurrency.json",
+                      "[\n" + ",\n".join(r.model_dump_json() for r in records) + "\n]\n")
+
+    columns = ["N", "arm", "tasks", "tasks/s", "tokens/s", "p50 TTVTC s", "p95 TTVTC s", "p95 task s",
+               "mean batch", "peak RSS MiB", f"task time vs {REFERENCE}", "verdict"]
+    rows, gains, speedups = [], {}, {}
+    by_level = {(r.n, r.arm): r for r in records}
     for n in opts.concurrency:
-        for arm in arms:
-            lv = levels[(n, arm)]
-            d, v = distribution(lv.task_s.values()), distribution(lv.ttvtc_s)
+        for arm in ARMS:
+            lv, rec = levels[(n, arm)], by_level[(n, arm)]
             ratio, verdict = "-", "-"
-            if arm != opts.baseline:
-                est = _versus(levels[(n, opts.baseline)].task_s, lv.task_s, opts.seed)
+            if arm != REFERENCE:
+                est = paired_estimate({t: [x] for t, x in levels[(n, REFERENCE)].task_s.items()},
+                                      {t: [x] for t, x in lv.task_s.items()}, opts.seed)
                 if est.ratio is not None:
                     ratio = f"{est.ratio:.2f} [{est.low:.2f}-{est.high:.2f}]"
-                    gains.append((n, est.ratio, est.verdict, est.low, est.high))
+                    if arm == "fixed_k":
+                        gains[n] = (est.ratio, est.verdict)
                 verdict = est.verdict
-            rows.append([str(n), arm, str(len(lv.results)), f"{lv.wall_s:.1f}", f"{len(lv.results) / lv.wall_s:.3f}",
-                         f"{lv.tokens / lv.wall_s:.1f}", _s(d.p50), _s(d.p95), _s(v.p95), ratio, verdict])
+            rss = f"{lv.peak_rss / 2**20:.0f}" if lv.peak_rss else "-"
+            rows.append([str(n), arm, str(len(lv.results)), f"{rec.tasks_per_s:.3f}", f"{rec.tokens_per_s:.1f}",
+                         _s(rec.ttvtc_p50_s), _s(rec.ttvtc_p95_s), _s(rec.task_p95_s), f"{rec.mean_batch_size:.1f}",
+                         rss, ratio, verdict])
+        plain, alone = levels[(n, "plain")], levels[(n, "plain_unbatched")]
+        if alone.tokens and plain.wall_s:
+            speedups[n] = (plain.tokens / plain.wall_s) / (alone.tokens / alone.wall_s)
 
     errors = [e for lv in levels.values() for e in lv.errors]
-    finished = all(len(lv.results) == len(tasks) for lv in levels.values())
+    finished = all(len(lv.results) == len(runs[lv.n]) for lv in levels.values())
     first = opts.concurrency[0]
     mismatched = [f"N={lv.n} [{lv.arm}] {tid}" for lv in levels.values() for tid, r in lv.results.items()
-                  if tid in levels[(first, lv.arm)].results and output_digest(r) != output_digest(levels[(first, lv.arm)].results[tid])]
+                  if tid in levels[(first, lv.arm)].results
+                  and output_digest(r) != output_digest(levels[(first, lv.arm)].results[tid])]
     checks = [
         Check(name="every task finished", passed=finished and not errors,
               detail=f"{sum(len(lv.results) for lv in levels.values())} task runs, {len(errors)} raised"
                      + (f": {'; '.join(errors[:3])}" if errors else "")),
         Check(name="outputs independent of N", passed=not mismatched,
-              detail="every task's text equals its text at N=" + str(first) if not mismatched
+              detail=f"every arm's text at every N equals its text at N={first}" if not mismatched
               else "differs: " + ", ".join(mismatched[:5])),
     ]
-    notes = []
-    if gains:
-        trend = ", ".join(f"N={n}: {r:.2f} ({v})" for n, r, v, _, _ in gains)
-        notes.append(f"{spec} task time over the baseline's, task by task (median of per-task ratios, 95% bootstrap "
-                     f"interval; below 1 is a gain), by N: {trend}.")
-        if len(gains) > 1:
-            notes.append(_trend(gains[0], gains[-1]))
-    base_tp = [len(levels[(n, opts.baseline)].results) / levels[(n, opts.baseline)].wall_s for n in opts.concurrency]
-    notes.append("Baseline throughput by N (tasks/s): " + ", ".join(f"{n}: {tp:.3f}" for n, tp in zip(opts.concurrency, base_tp)))
+    notes = ["Batched plain over turn-taking (plain_unbatched), tokens/s at the same N: "
+             + ", ".join(f"N={n}: {r:.2f}x" for n, r in speedups.items()) + "."]
+    crossing = _crossover(gains)
+    if crossing:
+        notes.append(crossing)
+    notes.append("Records: scenarios/concurrency.json.")
     return ScenarioResult.from_checks(
-        "concurrency", "Concurrent agents sharing one model", checks,
-        f"N = {', '.join(map(str, opts.concurrency))}: {len(tasks)} tasks per level and arm; "
-        f"throughput and latency in the table",
+        "concurrency", "Concurrent agents sharing one model: turn-taking, batching, speculation under load", checks,
+        f"N = {', '.join(map(str, opts.concurrency))}; arms {', '.join(ARMS)}; throughput and latency in the table",
         columns=columns, rows=rows, notes=notes, wall_s=elapsed_s(ctx.clock, t0),
     )
