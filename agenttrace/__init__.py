@@ -14,6 +14,7 @@ from agenttrace.errors import (
     AgentTraceError,
     ArgumentsInvalid,
     ConstraintUnavailable,
+    ContextTooLong,
     GenerationCancelled,
     InputFileError,
     ModelMistake,
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
     from agenttrace.adapters.transformers import trace_generate
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.head_drafters import LookupThenHead, TreeShape, head_drafter
+    from agenttrace.generation.batching.engine import BatchEngine
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.models import load_model
     from agenttrace.report import report_from_files
@@ -98,9 +100,11 @@ __all__ = [
     "Constraint",
     "ConstraintUnavailable",
     "GenerationCancelled",
+    "ContextTooLong",
     "GenerationParams",
     "InputFileError",
     "LocalChatModel",
+    "BatchEngine",
     "LookupThenHead",
     "Message",
     "ModelMistake",
@@ -154,6 +158,7 @@ __all__ = [
 # name -> module, for names whose modules are heavy to import
 _LAZY = {
     "LocalChatModel": "agenttrace.generation.local",
+    "BatchEngine": "agenttrace.generation.batching.engine",
     "PromptLookupDrafter": "agenttrace.generation.drafters",
     # the trained draft heads (EAGLE, Medusa) and prompt lookup before them
     "head_drafter": "agenttrace.generation.head_drafters",

@@ -15,7 +15,8 @@
 #   4. stage B, once both GGUF parts are there: joins and converts the bundled model; B1 runs the
 #      eager and compiled (CUDA graphs) arms of `agenttrace bench generation` in bf16, with each
 #      arm's share of the bandwidth roofline; B2 the trained heads' arms (EAGLE chain and trees,
-#      Medusa, prompt lookup then EAGLE) beside plain and prompt lookup; then
+#      Medusa, prompt lookup then EAGLE) beside plain and prompt lookup; B3 the concurrency scenario
+#      (batching and load-aware speculation at N = 1, 8, 32); then
 #      `agenttrace bench --device DEVICE`, resumable, stopped at the budget and rendered as it stands.
 # Results go to $OUT (the device tool returns that folder), else traces/gpu-bench.
 set -uo pipefail
@@ -124,6 +125,19 @@ elif [ "$(left)" -gt 240 ]; then
     || log "stage B2: failed or ran out of time (see gpu_bench.log)"
 else
   log "stage B2: no time left for the trained-head arms"
+fi
+# stage B3: many agents on one model (issue 15): turn-taking, continuous batching, fixed-k and
+# load-aware speculation at N = 1, 8, 32; the records land in $out/concurrency/scenarios/concurrency.json
+if [ -f "$out/concurrency.done" ]; then
+  log "stage B3: done in an earlier run"
+elif [ "$(left)" -gt 240 ]; then
+  log "stage B3: concurrency scenario on $device"
+  timeout $(( $(left) / 3 )) "$py" -m agenttrace bench --device "$device" --suites none --scenarios concurrency \
+    --concurrency 1,8,32 --out "$out/concurrency" > "$out/concurrency_$device.txt" 2>> "$out/gpu_bench.log" \
+    && cat "$out/concurrency_$device.txt" && touch "$out/concurrency.done" \
+    || log "stage B3: failed or ran out of time (see gpu_bench.log)"
+else
+  log "stage B3: no time left for the concurrency scenario"
 fi
 size=()
 [ "$quick" = 1 ] && size=(--quick)

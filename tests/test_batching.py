@@ -208,3 +208,48 @@ def test_a_batch_in_bf16_int4_with_row_wise_attention_is_bit_identical_to_alone(
         out = batched_forward(model, [Segment(c, [7, 8, 9]) for c in caches])
     for a, b in zip(alone, out.logits):
         assert torch.equal(a, b)
+
+
+def test_agents_sharing_an_engine_leave_the_batch_and_the_roofline_in_their_trace_and_report(tmp_path):
+    """The public API as a user would: two agents over one BatchEngine; their spans carry the
+    batch and the roofline, and the report (terminal and HTML) places the phases."""
+    from agenttrace import Agent, BatchEngine, LocalChatModel, Telemetry, report_from_files, render_report
+    from agenttrace import semconv as sc
+    from agenttrace.report.html import report_html
+    from agenttrace.report.terminal import make_console
+    from agenttrace.runtime.tools import Tool
+    from agenttrace.traces.otlp_file import read_spans
+    from tests.test_serve_abuse import tiny_loaded
+
+    loaded = tiny_loaded()
+    loaded.model.config.max_position_embeddings = 4096  # the agent's prompt (tools, examples) is longer than 256
+    path = tmp_path / "trace.jsonl"
+    tel = Telemetry(service_name="t", trace_file=path)
+    tool = Tool("echo", "echo its text", {"type": "object", "properties": {"text": {"type": "string"}}},
+                lambda text="": text, isolation="thread")
+    engine = BatchEngine(loaded.model)
+    try:
+        agents = [Agent(LocalChatModel(loaded.model, loaded.tokenizer, engine=engine, drafter=PromptLookupDrafter(),
+                                       num_speculative_tokens=3), [tool], telemetry=tel) for _ in range(2)]
+        results: list = []
+        threads = [threading.Thread(target=lambda a=a, i=i: results.append(a.run(f"say hello {i}")))
+                   for i, a in enumerate(agents)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        engine.close()
+        tel.shutdown()
+    assert len(results) == 2
+    gens = [s for s in read_spans([path]).spans if sc.ROOFLINE_PHASE in s.attributes]
+    assert gens and all(sc.BATCH_SIZE in s.attributes and s.attributes[sc.SPEC_POLICY] == "load_aware" for s in gens)
+    report = report_from_files([str(path)])
+    assert report.roofline is not None and report.roofline.points
+    assert report.roofline.peak_gb_s > 0 and {p.bound for p in report.roofline.points} <= {"memory", "compute"}
+    console = make_console()
+    with console.capture() as cap:
+        render_report(report, console)
+    assert "roofline" in cap.get()
+    page = report_html(report)
+    assert 'class="chart roofline"' in page and page.count('class="mark roofline"') == len(report.roofline.points)

@@ -112,6 +112,14 @@ def test_smoke_every_suite_and_scenario_on_the_bundled_model(tmp_path, bundled, 
                   "Concurrent agents sharing one model", "Cold start: process start to first valid tool call"):
         assert title in report, title
     assert "<!-- bench:cpu:begin -->" in doc.read_text()
+    # the concurrency scenario's records: every level and arm, the batched arms batching
+    import json
+
+    levels = json.loads((opts.out / "scenarios" / "concurrency.json").read_text())
+    assert {(r["n"], r["arm"]) for r in levels} == {(n, a) for n in opts.concurrency
+                                                      for a in ("plain_unbatched", "plain", "fixed_k", "load_aware")}
+    assert all(set(r) == {"n", "arm", "tokens_per_s", "tasks_per_s", "ttvtc_p50_s", "ttvtc_p95_s", "task_p95_s",
+                          "mean_batch_size"} and r["tokens_per_s"] > 0 for r in levels)
     # resuming a finished folder measures nothing
     again = run_session(opts, fresh=False, command="agenttrace bench --quick", console=make_console())
     assert "measured already" in capsys.readouterr().out

@@ -33,8 +33,8 @@ ALLOWED = {
     "serve": {"generation", "instrument", "telemetry", "runtime"},
 }
 # Single modules a stage may use from a stage it otherwise must not: the speculation cost model
-# is torch-free, so the report's what-if uses the controller's own maths.
-ALLOWED_MODULES = {"report": {"agenttrace.generation.costmodel"}}
+# is torch-free, so the report's what-if uses the controller's own maths; so are the roofline records.
+ALLOWED_MODULES = {"report": {"agenttrace.generation.costmodel", "agenttrace.generation.roofline"}}
 
 
 def _modules() -> dict[str, Path]:

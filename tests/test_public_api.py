@@ -10,7 +10,7 @@ import agenttrace
 EXPECTED = {
     "Agent", "AgentConfig", "AgentTraceError", "ArgumentsInvalid", "AttemptRecord", "CancelToken", "ChatModel",
     "Clock", "Constraint", "ConstraintUnavailable", "Example", "ExpectedCall", "FakeClock", "FinalAnswer", "Generation", "GenerationCancelled",
-    "GenerationParams", "InputFileError", "LocalChatModel", "Message", "ModelMistake", "ModelUnavailable",
+    "GenerationParams", "InputFileError", "LocalChatModel", "BatchEngine", "ContextTooLong", "Message", "ModelMistake", "ModelUnavailable",
     "MonotonicClock", "ParseError", "PromptLookupDrafter", "PromptStyle", "SpecRound", "StepRecord", "Task",
     "TaskResult", "Telemetry", "Tool", "ToolCall", "ToolError", "ToolFailed", "load_model", "load_tasks",
     "render_report", "report_from_files",

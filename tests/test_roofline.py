@@ -77,3 +77,15 @@ def test_a_generation_span_carries_the_roofline_and_the_batch(tiny_model):
     assert attrs[sc.BATCH_SIZE] == 6.5 and attrs[sc.BATCH_SIZE_MAX] == 8
     assert attrs[sc.SPEC_POLICY] == "load_aware" and attrs[sc.SPEC_POLICY_REASON] == "k=0 at batch 8"
     assert attrs[sc.SPEC_POLICY_K0_SHARE] == 0.75
+
+
+def test_the_h200_prediction_finds_the_compute_bound_passes_of_a_large_batch():
+    from agenttrace.bench.verify_cost import predict
+
+    table = predict("llama-8b", "H200", 512, (1, 128), (1, 8))
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| 1") and "---" not in line]
+    by = {(int(b), int(n)): (bound.strip(), float(ratio)) for b, n, _, bound, ratio in rows}
+    assert by[(1, 8)] == ("memory", 1.0)  # verifying 8 tokens at batch 1 costs what one does
+    assert by[(128, 8)][0] == "compute" and by[(128, 8)][1] > 2  # at batch 128 it costs several plain steps
+    with pytest.raises(SystemExit, match="no data-sheet peaks"):
+        predict("llama-8b", "TPU", 512, (1,), (1,))

@@ -161,6 +161,34 @@ def markdown(r: VerifyCost) -> str:
     return "\n".join(lines) + "\n"
 
 
+def predict(preset: str, device: str, context: int, batches: tuple[int, ...], widths: tuple[int, ...]) -> str:
+    """What the roofline predicts for a preset's shapes (bf16) on a device from its data-sheet
+    peaks, without running anything: per batch size B and verify width n, the pass's FLOPs per
+    byte and its time bound relative to the plain batched step (B requests, n = 1). A Markdown
+    table; the device needs no GPU here."""
+    from agenttrace.generation.roofline import predicted_s, shape_of_config
+
+    if preset not in PRESETS:
+        raise SystemExit(f"agenttrace bench verify-cost: unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    peak = next((v for k, v in PEAKS.items() if k.lower() == device.lower()), None)
+    if peak is None:
+        raise SystemExit(f"agenttrace bench verify-cost: no data-sheet peaks for {device!r}; choose from {', '.join(PEAKS)}")
+    bw, flops = peak
+    shape = shape_of_config(PRESETS[preset])
+    ridge = flops / bw
+    lines = [f"Roofline prediction for {preset} (bf16) on {device} (data sheet: {bw / 1e12:.2f} TB/s, "
+             f"{flops / 1e12:.0f} dense TFLOP/s; ridge at {ridge:.0f} FLOP/byte), context {context} tokens per request: "
+             "each pass's FLOPs per byte and its time bound t(B, n) over t(B, 1), the plain step of the same batch.", "",
+             "| batch B | n (tokens per request) | FLOP/byte | bound | t(B, n) / t(B, 1) |", "| ---: | ---: | ---: | :-- | ---: |"]
+    for b in batches:
+        plain = predicted_s(shape, [(context, 1)] * b, flops, bw)
+        for n in widths:
+            f, m = shape.pass_cost([(context, n)] * b, b * n)
+            t = predicted_s(shape, [(context, n)] * b, flops, bw)
+            lines.append(f"| {b} | {n} | {f / m:.1f} | {'memory' if f / m < ridge else 'compute'} | {t / plain:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify-cost", help="the cost of verifying n draft tokens on this device, and what it allows")
     p.add_argument("--model", default="bundled",
@@ -175,6 +203,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p.add_argument("--update-doc", type=Path, default=None, metavar="FILE",
                    help="also replace the `verify-DEVICE` section of FILE (e.g. BENCHMARKS.md) with the tables")
+    p.add_argument("--predict", default=None, metavar="GPU",
+                   help=f"measure nothing: print the roofline's prediction for --preset's shapes on a GPU's data-sheet "
+                        f"peaks ({', '.join(PEAKS)}) by batch size and width")
+    p.add_argument("--preset", default="llama-8b", help=f"with --predict: {', '.join(PRESETS)} (default llama-8b)")
+    p.add_argument("--batches", default="1,8,32,128", help="with --predict: batch sizes (default 1,8,32,128)")
     p.set_defaults(func=run)
 
 
@@ -182,6 +215,11 @@ def run(args: argparse.Namespace) -> int:
     widths = tuple(sorted({int(w) for w in args.widths.split(",") if w.strip()}))
     if not widths or widths[0] < 1:
         raise SystemExit("agenttrace bench verify-cost: --widths must be positive integers")
+    if args.predict:
+        batches = tuple(int(b) for b in args.batches.split(",") if b.strip())
+        print(predict(args.preset, args.predict, args.context, batches, widths if args.widths != ",".join(map(str, WIDTHS))
+                      else (1, 2, 4, 8)), end="")
+        return 0
     if args.threads:
         import torch
 

@@ -252,6 +252,7 @@ class LocalChatModel:
         matcher = self._compiler().matcher(params.constraint, self.clock) if params.constraint is not None else None
         meter = RooflineMeter(self._shape) if self._shape is not None else None
         batch: BatchFigures | None = None
+        peaks = self._peaks
         if self.engine is not None:
             from agenttrace.generation.batching.sequence import Request
 
@@ -259,7 +260,7 @@ class LocalChatModel:
                 prompt_ids, params, stop, drafter=self.drafter, num_speculative_tokens=self.num_speculative_tokens,
                 controller=self.controller, prefix_cache=self.prefix_cache, cancel=cancel, on_tokens=on_tokens,
                 matcher=matcher))
-            meter, batch = seq.meter, _figures(seq.stats)
+            meter, batch, peaks = seq.meter, _figures(seq.stats), self.engine.peaks or self._peaks
         else:
             out = generate(
                 self._runner,
@@ -297,7 +298,7 @@ class LocalChatModel:
             fallback_reason=out.fallback_reason,
             constrain=out.constrain,
             batch=batch,
-            roofline=meter.result(self._peaks) if meter is not None else None,
+            roofline=meter.result(peaks) if meter is not None else None,
         )
         return gen, out
 

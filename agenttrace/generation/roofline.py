@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["ModelShape", "Roofline", "RooflineMeter", "RooflinePhase", "model_shape", "phase_order"]
+__all__ = ["ModelShape", "Roofline", "RooflineMeter", "RooflinePhase", "model_shape", "phase_order", "predicted_s",
+           "shape_of_config"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,24 @@ def merge(phases: Iterable[RooflinePhase]) -> list[RooflinePhase]:
             s[i] += v
     return [RooflinePhase(n, int(s[0]), int(s[1]), s[2], s[3], s[4])
             for n, s in sorted(sums.items(), key=lambda kv: phase_order(kv[0]))]
+
+
+def shape_of_config(c: dict, bytes_per_weight: int = 2) -> ModelShape:
+    """The shape of a Llama-architecture model from its config values (verify-cost's presets),
+    stored at `bytes_per_weight` (2: bf16), its LM head untied."""
+    h, layers, heads = c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"]
+    kv_heads, head_dim = c.get("num_key_value_heads", heads), h // heads
+    per_layer = 2 * h * h + 2 * h * kv_heads * head_dim + 3 * h * c["intermediate_size"]
+    weights = (layers * per_layer + 2 * c["vocab_size"] * h) * bytes_per_weight  # layers, head; one embedding row aside
+    kv = 2 * layers * kv_heads * head_dim * bytes_per_weight
+    return ModelShape(layers, heads, head_dim, c["vocab_size"], h, layers * per_layer, weights, kv)
+
+
+def predicted_s(shape: ModelShape, contexts: Sequence[tuple[int, int]], peak_flop_s: float, peak_bytes_s: float) -> float:
+    """A pass's time bound on a device with these peaks: the larger of its compute and its
+    memory time (the roofline model: no overlap loss, no launch overhead)."""
+    flops, moved = shape.pass_cost(contexts, sum(n for _, n in contexts))
+    return max(flops / peak_flop_s, moved / peak_bytes_s)
 
 
 def model_shape(model) -> ModelShape:

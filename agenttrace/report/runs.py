@@ -10,12 +10,11 @@ from agenttrace.report.figures import TaskAnalysis
 from agenttrace.report.model import (
     SEGMENT_FIELDS,
     Report,
-    RooflineFigures,
-    RooflinePoint,
     RunFigures,
     SegmentDistributions,
     TaskFigures,
 )
+from agenttrace.report.roofline import roofline_figures
 from agenttrace.report.segments import sum_segments
 from agenttrace.report.spec import aggregate
 from agenttrace.report.stats import distribution
@@ -102,33 +101,3 @@ def assemble_report(analyses: list[TaskAnalysis], sources: list[str], problems: 
         whatif=whatifs(analyses),
         roofline=roofline_figures(tasks, labels if len(labels) > 1 else [None]),
     )
-
-
-def roofline_figures(tasks: list[TaskFigures], labels: list[str | None]) -> RooflineFigures | None:
-    """Each phase's passes summed per run label (every generation's share of a batched pass is
-    the whole pass, so a batch's figures weigh by its size: ratios are unchanged), placed against
-    the first peaks recorded."""
-    from agenttrace.generation.roofline import Roofline, RooflinePhase, merge
-
-    gens = [(t.run_label, g) for t in tasks for s in t.steps for g in s.generations]
-    if not any(g.roofline for _, g in gens):
-        return None
-    peaks = next((g.roofline_peaks for _, g in gens if g.roofline_peaks), None)
-    roof = Roofline((), *peaks) if peaks else Roofline(())
-    points = []
-    for label in labels:
-        phases = merge(RooflinePhase(**p.model_dump()) for lab, g in gens if label is None or lab == label
-                       for p in g.roofline)
-        for p in phases:
-            allowed = roof.roof(p.intensity) if peaks else 0.0
-            points.append(RooflinePoint(label=label, phase=p.phase, passes=p.passes, rows=p.rows, intensity=p.intensity,
-                                        gflop_s=p.flop_s / 1e9, gb_s=p.bytes_s / 1e9,
-                                        roof_share=p.flop_s / allowed if allowed else None, bound=roof.bound(p)))
-    batched = [g.batch_size for _, g in gens if g.batch_size is not None]
-    policies: dict[str, int] = {}
-    for _, g in gens:
-        if g.spec_policy:
-            policies[g.spec_policy] = policies.get(g.spec_policy, 0) + 1
-    return RooflineFigures(device=roof.device, peak_gflop_s=roof.peak_flop_s / 1e9, peak_gb_s=roof.peak_bytes_s / 1e9,
-                           ridge=roof.ridge, points=points,
-                           mean_batch_size=sum(batched) / len(batched) if batched else None, policies=policies)

@@ -7,7 +7,7 @@ the policy), or the next chunk of its prompt while it prefills; prefill chunks s
 Each request keeps its own KV cache (and its prefix cache, drafter and controller), so its
 greedy output is the one it gets alone (passes.py says where that is exact).
 
-Policies: "load_aware" (costmodel.allocate_batch_k over the pass cost this engine measures,
+Policies: "load_aware" (policy.allocate_batch_k over the pass cost this engine measures,
 fitted on rows with decay, and each request's acceptance from its own controller) or "fixed"
 (every request its own k_max). The policy's choice and reason are kept per request.
 
@@ -24,7 +24,6 @@ import logging
 import threading
 from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 
 import torch
 
@@ -33,7 +32,7 @@ from agenttrace.errors import ContextTooLong, GenerationCancelled
 from agenttrace.generation import kv
 from agenttrace.generation.batching.passes import Segment, batched_forward, enable_batching
 from agenttrace.generation.batching.sequence import Request, Sequence
-from agenttrace.generation.costmodel import PRIOR_GROWTH, VerifyLine, allocate_batch_k, fit_verify_line
+from agenttrace.generation.batching.policy import PassCost, allocate_batch_k
 from agenttrace.generation.loop import Decoded
 from agenttrace.generation.roofline import RooflineMeter, model_shape
 
@@ -43,26 +42,6 @@ _log = logging.getLogger(__name__)
 POLICIES = ("load_aware", "fixed")
 
 
-@dataclass
-class PassCost:
-    """Seconds of a batched pass by its rows, fitted with decay (recent passes count more)."""
-
-    decay: float = 0.98
-    widths: dict[int, list[float]] = field(default_factory=dict)  # rows -> [weight, seconds]
-
-    def add(self, rows: int, seconds: float) -> None:
-        for w in self.widths.values():
-            w[0] *= self.decay
-            w[1] *= self.decay
-        w = self.widths.setdefault(rows, [0.0, 0.0])
-        w[0] += 1.0
-        w[1] += seconds
-
-    def line(self) -> VerifyLine:
-        fitted = fit_verify_line(((n, w, s) for n, (w, s) in self.widths.items()), PRIOR_GROWTH)
-        return fitted if fitted is not None else VerifyLine(0.9, 0.1, 0)  # before any pass: the prior's shape
-
-
 class BatchEngine:
     """Runs requests in continuous batches on `model` (see the module docstring).
 
@@ -70,7 +49,7 @@ class BatchEngine:
     per pass across the requests prefilling. max_context: positions a request may use (prompt +
     max_tokens); None: the model's `max_position_embeddings`."""
 
-    def __init__(self, model, *, max_batch: int = 32, prefill_chunk: int = 128, policy: str = "load_aware",
+    def __init__(self, model, *, max_batch: int = 32, prefill_chunk: int = 256, policy: str = "load_aware",
                  clock: Clock | None = None, max_context: int | None = None, roofline: bool = True,
                  threads: int | None = None) -> None:
         if policy not in POLICIES:
@@ -98,6 +77,7 @@ class BatchEngine:
         self.passes = 0
         self.batch_size_sum = 0
         self.threads = threads or torch.get_num_threads()
+        self.peaks = None  # the machine's peaks at the engine's thread count, once its thread runs
 
     # -- the callers' side ---------------------------------------------------------------------
     def submit(self, req: Request) -> Future:
@@ -148,6 +128,10 @@ class BatchEngine:
     # -- the engine's thread -------------------------------------------------------------------
     def _run(self) -> None:
         torch.set_num_threads(self.threads)  # this thread's own setting (OpenMP's is per thread)
+        if self._shape is not None:
+            from agenttrace.generation.local import device_peaks
+
+            self.peaks = device_peaks(self.model.device)  # at this thread's count: the passes' own roofs
         while True:
             with self._wake:
                 while not self._closed and not self._queue and not self._active:
@@ -192,7 +176,8 @@ class BatchEngine:
             if not live:
                 return
             planned = self._plan(live)
-            if not planned:
+            if not planned:  # every request failed while planning
+                self._active = [(s, f) for s, f in self._active if not f.done()]
                 return
             segments = [seg for _, _, seg in planned]
             lengths = [kv.cached_length(seg.cache) for seg in segments]
