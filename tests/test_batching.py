@@ -253,3 +253,41 @@ def test_agents_sharing_an_engine_leave_the_batch_and_the_roofline_in_their_trac
     assert "roofline" in cap.get()
     page = report_html(report)
     assert 'class="chart roofline"' in page and page.count('class="mark roofline"') == len(report.roofline.points)
+
+
+def test_a_request_that_times_out_leaves_the_batch_and_the_others_finish():
+    """asyncio.wait_for over achat: the timeout cancels the request's token, and the engine drops
+    it at its next pass, freeing its cache, while the request beside it runs to its end."""
+    import asyncio
+
+    from agenttrace.generation.chat import Message
+    from agenttrace.generation.local import LocalChatModel
+    from tests.test_serve_abuse import tiny_loaded
+
+    loaded = tiny_loaded(step_s=0.0)
+    eng = BatchEngine(loaded.model)
+    slow = [0]
+
+    def on_pass(_module, _args):  # every pass of the engine takes 20 ms: a long generation is long
+        slow[0] += 1
+        import time
+
+        time.sleep(0.02)
+
+    hook = loaded.model.model.register_forward_pre_hook(on_pass)
+    try:
+        a, b = (LocalChatModel(loaded.model, loaded.tokenizer, engine=eng) for _ in range(2))
+        long = GenerationParams(max_tokens=200)
+
+        async def both():
+            timed = asyncio.wait_for(a.achat([Message("user", "hello")], long), timeout=0.5)
+            other = b.achat([Message("user", "hello world")], GenerationParams(max_tokens=40))
+            return await asyncio.gather(timed, other, return_exceptions=True)
+
+        timed_out, finished = asyncio.run(both())
+    finally:
+        hook.remove()
+        eng.close()
+    assert isinstance(timed_out, (asyncio.TimeoutError, TimeoutError))
+    assert finished.output_tokens == 40 or finished.finish_reason == "stop"
+    assert eng._active == [] and slow[0] < 200  # the timed-out request did not run its 200 tokens

@@ -175,6 +175,28 @@ def test_the_async_client_streams_too(server):
     assert gen.attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] <= 8
 
 
+def test_concurrent_clients_are_served_in_one_batch_each_its_own_answer(client):
+    """Four requests at once: they generate together (agenttrace.batch.size above 1 on their
+    spans), each gets the answer it gets alone, and each span carries its roofline."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    wrapped, _, server_spans, model = client
+    questions = [f"Name a colour, then the number {i}." for i in range(4)]
+
+    def ask(q):
+        reply = wrapped.chat.completions.create(model=model, messages=[{"role": "user", "content": q}], max_tokens=16)
+        return reply.choices[0].message.content
+
+    alone = [ask(q) for q in questions]
+    server_spans.clear()
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(ask, questions))
+    assert together == alone
+    served = spans_by_name(server_spans.get_finished_spans())[f"chat {model}"]
+    assert len(served) == 4 and max(s.attributes[sc.BATCH_SIZE] for s in served) > 1
+    assert all(sc.ROOFLINE_INTENSITY in s.attributes and sc.SERVE_QUEUE_S in s.attributes for s in served)
+
+
 def test_the_serve_command_listens_and_answers(bundled, tmp_path):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "agenttrace", "serve", "--port", "0", "--no-speculative"]
