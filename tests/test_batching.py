@@ -251,6 +251,10 @@ def test_agents_sharing_an_engine_leave_the_batch_and_the_roofline_in_their_trac
     with console.capture() as cap:
         render_report(report, console)
     assert "roofline" in cap.get()
+    from agenttrace.report.markdown import report_markdown
+
+    assert "## Roofline" in report_markdown(report)
+    assert {p.phase.partition("@")[0] for p in report.roofline.points} <= {"prefill", "decode", "verify", "batch"}
     page = report_html(report)
     assert 'class="chart roofline"' in page and page.count('class="mark roofline"') == len(report.roofline.points)
 

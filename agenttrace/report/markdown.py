@@ -10,7 +10,20 @@ from agenttrace.report.model import (
     WhatIf,
 )
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.text import constraint_comparison, markdown_code, ms, segment_header, spec_line, step_label, summary_grid, task_notes, whatif_method
+from agenttrace.report.text import (
+    ROOFLINE_COLUMNS,
+    constraint_comparison,
+    markdown_code,
+    ms,
+    roofline_line,
+    roofline_rows,
+    segment_header,
+    spec_line,
+    step_label,
+    summary_grid,
+    task_notes,
+    whatif_method,
+)
 from agenttrace.report.text import markdown_text as _cell
 from agenttrace.report.text import num as _f
 
@@ -85,6 +98,9 @@ def report_markdown(report: Report, *, tasks: bool = True) -> str:
     out += ["## Run summary", "", *_table(["figure", *(r.label or "value" for r in runs)], rows, right_from=99), ""]
     if report.whatif:
         out += _whatif(report.whatif)
+    if report.roofline is not None and report.roofline.points:
+        out += ["## Roofline", "", _cell(roofline_line(report.roofline)), "",
+                *_table(list(ROOFLINE_COLUMNS), roofline_rows(report.roofline), 3), ""]
     if report.problems:
         out += ["## Problems met while reading", "", *(f"- {_cell(p)}" for p in report.problems), ""]
     return "\n".join(out)

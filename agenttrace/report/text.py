@@ -223,13 +223,13 @@ def summary_grid(runs: list[RunFigures]) -> list[tuple[str, list[str]]]:
     return [(name, [col.get(name, "-") for col in columns]) for name in names]
 
 
-ROOFLINE_COLUMNS = ("run", "phase", "passes", "rows", "FLOP/byte", "GFLOP/s", "GB/s", "of roof", "bound")
+ROOFLINE_COLUMNS = ("run", "phase", "bound", "passes", "rows", "FLOP/byte", "GFLOP/s", "GB/s", "of roof")
 
 
 def roofline_rows(roof) -> list[list[str]]:
     """The roofline table's rows (RooflineFigures), one per run label and phase."""
-    return [[p.label or "-", p.phase, str(p.passes), str(p.rows), f"{p.intensity:.2f}", f"{p.gflop_s:.1f}",
-             f"{p.gb_s:.2f}", pct(p.roof_share), p.bound] for p in roof.points]
+    return [[p.label or "-", p.phase, p.bound, str(p.passes), str(p.rows), f"{p.intensity:.2f}", f"{p.gflop_s:.1f}",
+             f"{p.gb_s:.2f}", pct(p.roof_share)] for p in roof.points]
 
 
 def roofline_line(roof) -> str:

@@ -198,14 +198,11 @@ class BatchEngine:
             if all(seq.plan is not None and seq.plan.kind != "prefill" for seq, _, _ in planned):
                 self.cost.add(rows, seconds)  # decode passes set the policy's line
             contexts = [(n, len(s.ids)) for n, s in zip(lengths, segments)]
+            phase = _phase(planned)
             logit_rows = sum(len(s.logit_rows) if s.logit_rows is not None else len(s.ids) for s in segments)
             for seq, fut, logits, hidden in results:
-                kind = seq.plan.kind if seq.plan is not None else "step"
                 seq.stats.add_pass(size, seconds)
                 if seq.meter is not None:
-                    phase = f"batch@{size}" if size > 1 else ("prefill" if kind == "prefill" else
-                                                              "decode" if len(seq.plan.segment.ids) == 1 else
-                                                              f"verify@{len(seq.plan.segment.ids)}")
                     seq.meter.add(phase, contexts, logit_rows, seconds)
                 if isinstance(logits, BaseException):
                     self._fail(seq, fut, logits)
@@ -278,3 +275,15 @@ class BatchEngine:
                 kv.crop(seg.cache, length)
                 results.append((seq, fut, exc, None))
         return results
+
+
+def _phase(planned) -> str:
+    """The roofline phase of a pass: "prefill" when it carries a prompt chunk (those rows
+    dominate it), else "decode" (one request, one token), "verify@n" (one request, n tokens) or
+    "batch@B" (B requests decoding or verifying together)."""
+    if any(seq.plan is not None and seq.plan.kind == "prefill" for seq, _, _ in planned):
+        return "prefill"
+    if len(planned) > 1:
+        return f"batch@{len(planned)}"
+    n = len(planned[0][2].ids)
+    return "decode" if n == 1 else f"verify@{n}"
