@@ -148,7 +148,8 @@ class LocalChatModel:
         if compiled is True:
             compiled = compiled_view(model)
         self.compiled: CompiledDecoder | None = compiled or None
-        self._runner = self.compiled or (packed_view(model) if packed_verify else model)
+        # (with an engine the engine's passes run, on its own prepacked view: no copy here)
+        self._runner = self.compiled or (packed_view(model) if packed_verify and engine is None else model)
         self.clock = clock or device_clock(model.device)
         self._own_clock = clock is not None
         eos = {tokenizer.eos_token_id, *_as_list(getattr(model.generation_config, "eos_token_id", None))}

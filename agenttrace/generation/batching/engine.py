@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import weakref
 from collections import deque
 from concurrent.futures import Future
 
@@ -57,10 +58,8 @@ class BatchEngine:
         if isinstance(model, kv.Stepper):
             raise ValueError("the batching engine runs eager passes; use a model without compiled=True")
         enable_batching(model)
-        from agenttrace.generation.packed import packed_view
-
         self.model = model
-        self._runner = packed_view(model, max_rows=256)  # a batch's few-row products on prepacked weights
+        self._runner = _packed(model)
         self.max_batch = max_batch
         self.prefill_chunk = prefill_chunk
         self.policy = policy
@@ -275,6 +274,20 @@ class BatchEngine:
                 kv.crop(seg.cache, length)
                 results.append((seq, fut, exc, None))
         return results
+
+
+# One prepacked view per model, shared by its engines (each is a copy of the linear weights).
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _packed(model):
+    """`model` with prepacked weights for a batch's few-row products (packed.py), made once."""
+    from agenttrace.generation.packed import packed_view
+
+    view = _VIEWS.get(model)
+    if view is None:
+        view = _VIEWS[model] = packed_view(model, max_rows=256)
+    return view
 
 
 def _phase(planned) -> str:
