@@ -23,6 +23,7 @@ requests disturb each other in the batch. `scenarios/concurrency.json` holds the
 
 from __future__ import annotations
 
+import gc
 import queue
 import random
 import threading
@@ -33,7 +34,7 @@ from agenttrace.bench.harness.figures import paired_estimate
 from agenttrace.bench.harness.records import Check, ConcurrencyRecord, ScenarioResult, write_json_atomic
 from agenttrace.bench.harness.runner import output_digest
 from agenttrace.bench.harness.scenarios.common import ScenarioContext
-from agenttrace.bench.harness.sensors import ResourceMeter
+from agenttrace.bench.harness.sensors import ResourceMeter, release_free_memory
 from agenttrace.clock import elapsed_s
 from agenttrace.report import report_from_files
 from agenttrace.report.stats import distribution
@@ -96,6 +97,8 @@ def _serve(ctx: ScenarioContext, n: int, arm: str, tasks) -> Level:
                     errors.append(f"{task.id}: {type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=worker, args=(a,), name=f"bench-agent-{i}") for i, a in enumerate(agents)]
+    gc.collect()
+    release_free_memory()  # what earlier levels freed: this level's peak is its own
     meter = ResourceMeter(ctx.opts.device)
     meter.start()
     t0 = ctx.clock.now_ns()
