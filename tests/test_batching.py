@@ -295,3 +295,17 @@ def test_a_request_that_times_out_leaves_the_batch_and_the_others_finish():
     assert isinstance(timed_out, (asyncio.TimeoutError, TimeoutError))
     assert finished.output_tokens == 40 or finished.finish_reason == "stop"
     assert eng._active == [] and slow[0] < 200  # the timed-out request did not run its 200 tokens
+
+
+def test_an_engine_prefix_cache_shares_a_common_prompt_across_requests(tiny_model):
+    shared = PrefixCache()
+    eng = BatchEngine(tiny_model, prefix_cache=shared, narrow_threads=1)
+    system = list(range(3, 40))
+    prompts = [system + [50 + i, 51 + i] for i in range(4)]
+    try:
+        first = eng.submit(Request(prompts[0], GenerationParams(), STOP, prefix_cache=PrefixCache())).result(timeout=60)[0]
+        rest = [f.result(timeout=60)[0] for f in [eng.submit(Request(p, GenerationParams(), STOP)) for p in prompts[1:]]]
+    finally:
+        eng.close()
+    assert first.cached_tokens == 0 and all(d.cached_tokens == len(system) for d in rest)
+    assert [d.tokens for d in [first, *rest]] == _alone(tiny_model, prompts)

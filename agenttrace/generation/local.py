@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 @functools.cache
 def _peaks(device: str, threads: int) -> MachinePeaks | None:
-    """This machine's measured peaks (ceiling.machine_peaks: from the disk cache, or a probe of
-    about a second the first time on a machine), once per process; None when the probe fails."""
+    """This machine's measured peaks at `threads` intra-op threads (the caller's count: the key
+    of the memo) from ceiling.machine_peaks: its disk cache, or a probe of about a second the
+    first time on a machine; once per process. None when the probe fails."""
     from agenttrace.generation.ceiling import machine_peaks
     from agenttrace.generation.models import cache_dir
 
@@ -48,6 +49,7 @@ def _peaks(device: str, threads: int) -> MachinePeaks | None:
 
 
 def device_peaks(device: torch.device | str) -> MachinePeaks | None:
+    """The peaks of `device` (a CPU's at the calling thread's torch thread count)."""
     device = torch.device(device)
     return _peaks("cuda" if device.type == "cuda" else "cpu", torch.get_num_threads())
 

@@ -35,12 +35,14 @@ from agenttrace.generation.batching.passes import Segment, batched_forward, enab
 from agenttrace.generation.batching.sequence import Request, Sequence
 from agenttrace.generation.batching.policy import PassCost, allocate_batch_k
 from agenttrace.generation.loop import Decoded
+from agenttrace.generation.prefix_cache import PrefixCache
 from agenttrace.generation.roofline import RooflineMeter, model_shape
 
 __all__ = ["BatchEngine", "POLICIES"]
 
 _log = logging.getLogger(__name__)
 POLICIES = ("load_aware", "fixed")
+WIDE_ROWS = 128  # a pass of this many rows or more runs on `threads`, a narrower one on `narrow_threads`
 
 
 class BatchEngine:
@@ -52,7 +54,8 @@ class BatchEngine:
 
     def __init__(self, model, *, max_batch: int = 32, prefill_chunk: int = 256, policy: str = "load_aware",
                  clock: Clock | None = None, max_context: int | None = None, roofline: bool = True,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, narrow_threads: int | None = None,
+                 prefix_cache: PrefixCache | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown batching policy {policy!r}; choose from {', '.join(POLICIES)}")
         if isinstance(model, kv.Stepper):
@@ -76,6 +79,8 @@ class BatchEngine:
         self.passes = 0
         self.batch_size_sum = 0
         self.threads = threads or torch.get_num_threads()
+        self.narrow_threads = narrow_threads or self.threads
+        self.prefix_cache = prefix_cache
         self.peaks = None  # the machine's peaks at the engine's thread count, once its thread runs
 
     # -- the callers' side ---------------------------------------------------------------------
@@ -95,6 +100,8 @@ class BatchEngine:
                 req.stop, max_tokens=self.max_context - len(req.prompt_ids)))
         future: Future = Future()
         meter = RooflineMeter(self._shape) if self._shape is not None else None
+        if self.prefix_cache is not None:
+            req = dataclasses.replace(req, prefix_cache=self.prefix_cache)
         seq = Sequence(req, self._runner, self.clock, self.prefill_chunk, meter, self.clock.now_ns())
         seq.stats.policy = self.policy if seq.speculating else ""
         with self._wake:
@@ -126,11 +133,12 @@ class BatchEngine:
 
     # -- the engine's thread -------------------------------------------------------------------
     def _run(self) -> None:
-        torch.set_num_threads(self.threads)  # this thread's own setting (OpenMP's is per thread)
+        torch.set_num_threads(self.narrow_threads)  # this thread's own setting (OpenMP's is per thread)
+        self._threads_now = self.narrow_threads
         if self._shape is not None:
             from agenttrace.generation.local import device_peaks
 
-            self.peaks = device_peaks(self.model.device)  # at this thread's count: the passes' own roofs
+            self.peaks = device_peaks(self.model.device)  # at the decode passes' thread count: their roofs
         while True:
             with self._wake:
                 while not self._closed and not self._queue and not self._active:
@@ -180,6 +188,11 @@ class BatchEngine:
                 return
             segments = [seg for _, _, seg in planned]
             lengths = [kv.cached_length(seg.cache) for seg in segments]
+            rows = sum(len(s.ids) for s in segments)
+            wanted = self.threads if rows >= WIDE_ROWS else self.narrow_threads
+            if wanted != self._threads_now:
+                torch.set_num_threads(wanted)
+                self._threads_now = wanted
             start = self.clock.now_ns()
             try:
                 reads = any(seq.reads for seq, _, _ in planned)
@@ -190,7 +203,6 @@ class BatchEngine:
                 results = self._isolate(planned, lengths, reads)
             end = self.clock.now_ns()
             seconds = (end - start) / 1e9
-            rows = sum(len(s.ids) for s in segments)
             size = len(planned)
             self.passes += 1
             self.batch_size_sum += size

@@ -9,7 +9,8 @@ its calculator and unit tasks often retry until the step budget runs out. Each a
 
     plain_unbatched  each agent generates alone, as before batching (the threads take turns on
                      the cores): the reference the issue keeps
-    plain            one BatchEngine for the level's agents, no drafter
+    plain            one BatchEngine for the level's agents, no drafter; the engine's one prefix
+                     cache serves them all (the system prompt and tools prefill once for all)
     fixed_k          the engine, prompt lookup drafting k = prompt_lookup_k every pass
     load_aware       the engine, prompt lookup with k chosen per pass by the load-aware policy
 
@@ -70,9 +71,16 @@ def _serve(ctx: ScenarioContext, n: int, arm: str, tasks) -> Level:
     path = ctx.out / f"n{n}-{arm}.jsonl"
     tel = Telemetry(service_name="agenttrace-bench", run_label=f"n{n}-{arm}", trace_file=path)
     model_arm, policy = _BUILD[arm]
-    # one intra-op thread for the engine's own thread on a CPU (BatchEngine's `threads` says why)
-    threads = 1 if ctx.opts.device == "cpu" else None
-    engine = BatchEngine(ctx.loaded.model, policy=policy, max_batch=max(n, 1), threads=threads) if policy else None
+    engine = None
+    if policy:
+        from agenttrace.generation.prefix_cache import PrefixCache
+
+        # one intra-op thread for decode passes on a CPU (BatchEngine's `narrow_threads` says
+        # why); one prefix cache for the level's agents, as large as up to 8 of theirs
+        mb = ctx.opts.prefix_cache_mb * min(n, 8)
+        shared = PrefixCache(max_bytes=mb * 2**20) if mb > 0 else None
+        engine = BatchEngine(ctx.loaded.model, policy=policy, max_batch=max(n, 1), prefix_cache=shared,
+                             narrow_threads=1 if ctx.opts.device == "cpu" else None)
     agents = [suite.build_agent(build_model(model_arm, ctx.loaded, ctx.opts, engine=engine), tel,
                                 config=ctx.config(suite, model_arm)) for _ in range(n)]
     work: queue.Queue = queue.Queue()
