@@ -133,12 +133,13 @@ class BatchEngine:
 
     # -- the engine's thread -------------------------------------------------------------------
     def _run(self) -> None:
-        torch.set_num_threads(self.narrow_threads)  # this thread's own setting (OpenMP's is per thread)
-        self._threads_now = self.narrow_threads
         if self._shape is not None:
             from agenttrace.generation.local import device_peaks
 
-            self.peaks = device_peaks(self.model.device)  # at the decode passes' thread count: their roofs
+            torch.set_num_threads(self.threads)
+            self.peaks = device_peaks(self.model.device)  # the machine's roofs: with every thread the engine uses
+        torch.set_num_threads(self.narrow_threads)  # this thread's own setting (OpenMP's is per thread)
+        self._threads_now = self.narrow_threads
         while True:
             with self._wake:
                 while not self._closed and not self._queue and not self._active:
@@ -169,12 +170,6 @@ class BatchEngine:
         with torch.inference_mode():
             live = []
             for seq, fut in self._active:
-                if seq.cache is None and not seq.done:
-                    try:
-                        seq.begin()
-                    except Exception as exc:
-                        self._fail(seq, fut, exc)
-                        continue
                 if seq.cancelled:
                     self._fail(seq, fut, GenerationCancelled(f"generation cancelled after {len(seq.out)} tokens"))
                     continue
@@ -235,6 +230,8 @@ class BatchEngine:
             if seq.prefilling:
                 if budget > 0:
                     try:
+                        if seq.cache is None:
+                            seq.begin()  # now, not at admission: the prefix cache has what was prefilled since
                         seg = seq.plan_prefill(budget)
                     except Exception as exc:
                         self._fail(seq, fut, exc)

@@ -124,7 +124,8 @@ class Sequence:
 
     # -- lifecycle -------------------------------------------------------------------------
     def begin(self) -> None:
-        """Take the prefix cache's hit (or a new cache): on the engine's thread, at admission."""
+        """Take the prefix cache's hit (or a new cache): on the engine's thread, when its prefill
+        is about to start (so it finds what requests prefilled before it offered)."""
         req = self.req
         room = len(req.prompt_ids) + req.stop.max_tokens
         if req.prefix_cache is not None:
@@ -229,6 +230,12 @@ class Sequence:
             first = ours if self.hit is None or self.hit.features is None else torch.cat([self.hit.features.to(ours.dtype), ours])
             self.feats = FeatureLog(first, len(req.prompt_ids) + req.stop.max_tokens + req.num_speculative_tokens + 1)
         self.prefill_end = self.clock.now_ns()
+        if req.prefix_cache is not None:
+            # Offer the prompt now, not only when the call ends: a request whose prefill starts
+            # after this one's (an agent beside it, the same system prompt) reuses it at once.
+            # The entry keeps these tensors; the cache's next update makes new ones.
+            feats = self.feats.view()[: len(req.prompt_ids)] if self.feats is not None else None
+            req.prefix_cache.put(req.prompt_ids, self.cache, feats)
         try:
             if self.constrained:
                 req.matcher.mask_(logits[-1])  # type: ignore[union-attr]
