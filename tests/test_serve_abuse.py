@@ -67,7 +67,8 @@ def tiny_loaded(step_s: float = 0.0) -> SimpleNamespace:
     )
     model = LlamaForCausalLM(config).eval()
     if step_s:
-        model.register_forward_pre_hook(lambda *_: time.sleep(step_s))
+        # on the decoder stack: the batching engine's passes call it without the LM wrapper
+        model.model.register_forward_pre_hook(lambda *_: time.sleep(step_s))
     return SimpleNamespace(model=model, tokenizer=tokenizer, name="tiny")
 
 
