@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import Cache, PreTrainedModel
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from agenttrace.generation.invariant import ROWWISE
+from agenttrace.generation.kv import forward_kwargs
 
 __all__ = ["Segment", "PackedOutput", "batched_forward", "enable_batching"]
 
@@ -90,8 +94,6 @@ class PackedCache:
 
 
 def _attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
     layout: _Layout | None = kwargs.pop(_KWARG, None)
     inner_name = layout.inner if layout is not None else module.config._attn_implementation[len(_PREFIX):]
     inner = ALL_ATTENTION_FUNCTIONS[inner_name]
@@ -135,8 +137,6 @@ def _segment_mask(seg: Segment, inner: str, device: torch.device) -> torch.Tenso
         return seg.visible.to(device)[None, None]
     if n == 1 or seg.cached == 0:
         return None
-    from agenttrace.generation.invariant import ROWWISE
-
     if inner == ROWWISE:
         return None  # row-wise attention reads a causal pass from its shape alone
     rows = torch.arange(n, device=device)[:, None] + seg.cached
@@ -164,8 +164,6 @@ def batched_forward(model: PreTrainedModel, segments: Sequence[Segment], *, feat
     position_ids = torch.cat(positions)[None]
     dummy = torch.ones(1, 1, 1, 1, dtype=torch.bool, device=device)  # 4-D: transformers builds no mask
     inner_model = model.model
-    from agenttrace.generation.kv import forward_kwargs
-
     cache_kw, _ = forward_kwargs(type(inner_model))
     kwargs = {cache_kw: PackedCache(layout), _KWARG: layout}
     hidden = inner_model(input_ids=input_ids, position_ids=position_ids, attention_mask=dummy, use_cache=True,
