@@ -10,7 +10,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field, computed_field, create_model
 
-from agenttrace.report.roofline import RooflineFigures, RooflinePhaseFigures
+from agenttrace.generation.roofline import RooflinePhase
+from agenttrace.report.roofline import RooflineFigures
 from agenttrace.report.inputs import InputFigures
 from agenttrace.report.jsondoc import JsonDocument
 from agenttrace.semconv import Segment
@@ -146,7 +147,7 @@ class GenerationFigures(BaseModel):
     # continuous batching and the roofline (issue 15; SPANS.md is silent on them)
     batch_size: float | None = Field(None, description="agenttrace.batch.size: requests per pass, mean")
     spec_policy: str | None = None
-    roofline: list[RooflinePhaseFigures] = Field(default_factory=list)
+    roofline: list[RooflinePhase] = Field(default_factory=list)  # the generation's phases as recorded
     roofline_peaks: tuple[float, float, str] | None = Field(
         None, description="(peak FLOP/s, peak bytes/s, device) as measured where the trace was recorded")
 

@@ -8,21 +8,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from agenttrace.generation.roofline import Roofline, RooflinePhase, merge
+from agenttrace.generation.roofline import Roofline, merge
 
 if TYPE_CHECKING:
     from agenttrace.report.model import TaskFigures
-
-
-class RooflinePhaseFigures(BaseModel):
-    """A generation's passes of one phase (agenttrace.roofline.*): summed work and time."""
-
-    phase: str
-    passes: int
-    rows: int
-    flops: float
-    bytes: float
-    seconds: float
 
 
 class RooflinePoint(BaseModel):
@@ -63,7 +52,7 @@ def roofline_figures(tasks: list[TaskFigures], labels: list[str | None]) -> Roof
     roof = Roofline((), *peaks) if peaks else Roofline(())
     points = []
     for label in labels:
-        phases = merge(RooflinePhase(**p.model_dump()) for lab, g in gens if label is None or lab == label
+        phases = merge(p for lab, g in gens if label is None or lab == label
                        for p in g.roofline)
         for p in phases:
             allowed = roof.roof(p.intensity) if peaks else 0.0

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
 from agenttrace.generation.costmodel import RoundStats
-from agenttrace.report.model import GenerationFigures, RooflinePhaseFigures, SpecFigures, lean
+from agenttrace.generation.roofline import RooflinePhase
+from agenttrace.report.model import GenerationFigures, SpecFigures, lean
 from agenttrace.report.tree import SpanTree
 from agenttrace.traces.records import SpanRecord
 
@@ -227,7 +228,7 @@ def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int,
     ))
 
 
-def _roofline(a: dict) -> list[RooflinePhaseFigures]:
+def _roofline(a: dict) -> list[RooflinePhase]:
     """The agenttrace.roofline.* arrays, one entry per phase; nothing when absent or ragged (a
     foreign or truncated span: the report leaves it out rather than guess)."""
     keys = (sc.ROOFLINE_PHASE, sc.ROOFLINE_PASSES, sc.ROOFLINE_ROWS, sc.ROOFLINE_FLOPS, sc.ROOFLINE_BYTES,
@@ -236,8 +237,8 @@ def _roofline(a: dict) -> list[RooflinePhaseFigures]:
     if not all(isinstance(c, (list, tuple)) for c in cols) or len({len(c) for c in cols}) != 1:  # type: ignore[arg-type]
         return []
     try:
-        return [RooflinePhaseFigures(phase=str(p), passes=int(n), rows=int(r), flops=float(f), bytes=float(b),
-                                     seconds=float(t)) for p, n, r, f, b, t in zip(*cols)]  # type: ignore[call-overload]
+        return [RooflinePhase(str(p), int(n), int(r), float(f), float(b), float(t))
+                for p, n, r, f, b, t in zip(*cols)]  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return []
 
