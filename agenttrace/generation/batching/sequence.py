@@ -13,7 +13,7 @@ a request in a batch keeps every behaviour a call alone has.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
