@@ -8,6 +8,9 @@
     │   └── ToolFailed              the tool raised or timed out on these arguments
     ├── ModelUnavailable            a model could not be loaded; says what to install or set
     ├── GenerationCancelled         generation stopped at a cancel request
+    ├── ContextTooLong              a prompt longer than the model's context; compact or shorten it
+    ├── MemoryUnavailable           the memory file cannot be used (corrupt, locked, unwritable);
+    │                               the agent goes on without memory and the span says why
     └── InputFileError              a trace or task file (or one line of it) could not be read
 
     ToolError                       raised *by tools* for an expected failure (unknown city, ...);
@@ -31,6 +34,7 @@ __all__ = [
     "ToolError",
     "ToolFailed",
     "InputFileError",
+    "MemoryUnavailable",
 ]
 
 
@@ -133,6 +137,17 @@ class GenerationCancelled(AgentTraceError):
 class ContextTooLong(AgentTraceError):
     """A prompt longer than the model's context: nothing was generated; the message says to
     shorten (or compact) the conversation and retry."""
+
+
+class MemoryUnavailable(AgentTraceError):
+    """The memory store's file could not be used: `path` names it, `reason` says why (not a
+    SQLite database, locked by another process, not writable). The runtime records it on the
+    memory span and goes on without memory; nothing the agent holds is lost."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"memory file {path}: {reason}; the agent goes on without memory")
 
 
 class InputFileError(AgentTraceError):

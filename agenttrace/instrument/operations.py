@@ -203,6 +203,23 @@ class MemoryHandle(Handle):
         """How many memory items were found (search) or written (create)."""
         self.span.set_attribute(sc.MEMORY_ITEMS, int(count))
 
+    def record(self, items: int, *, bytes: int | None = None, store_s: float | None = None,
+               store: str | None = None) -> None:
+        """What the store did: items found or written, their text's bytes, the store's own time
+        inside the call (s) and its engine (e.g. `sqlite-fts5`)."""
+        attrs: dict[str, AttributeValue] = {sc.MEMORY_ITEMS: int(items)}
+        for key, value in ((sc.MEMORY_BYTES, bytes), (sc.MEMORY_STORE_S, store_s), (sc.MEMORY_STORE, store)):
+            if value is not None:
+                attrs[key] = value
+        self.span.set_attributes(attrs)
+
+    def failed(self, error_type: str, message: str) -> None:
+        """The store could not be used; the caller goes on without it. Marks this span failed
+        (error.type, status ERROR) and nothing else: the attempt around it is not failed."""
+        from agenttrace.telemetry.spans import mark_error
+
+        mark_error(self.span, error_type, message)
+
 
 class memory_span(LeafScope):  # noqa: N801
     """A memory operation: `search_memory` or `create_memory` (segment memory)."""
