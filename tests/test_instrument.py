@@ -205,9 +205,15 @@ def test_explicit_attempts_delegation_memory_and_compaction():
     lead_steps = [s for s in named["agent_step 1"] if s.parent.span_id == lead.context.span_id]
     assert lead_steps[0].attributes[sc.STEP_ATTEMPTS] == 2
     assert [a.attributes[sc.ATTEMPT_OUTCOME] for a in named["attempt 2"]] == ["ok"]
-    (helper,) = named["invoke_agent helper"]
-    assert helper.kind is SpanKind.PRODUCER and helper.attributes[sc.SEGMENT] == "delegation"
-    assert by_id[helper.parent.span_id].name == "attempt 2"
+    # not awaited: a PRODUCER hand-off in the delegating attempt, the run its CONSUMER child,
+    # linked to the attempt it was delegated from
+    handoff, helper = sorted(named["invoke_agent helper"], key=lambda s: s.kind.value)
+    assert handoff.kind is SpanKind.PRODUCER and helper.kind is SpanKind.CONSUMER
+    assert {handoff.attributes[sc.SEGMENT], helper.attributes[sc.SEGMENT]} == {"delegation"}
+    assert by_id[handoff.parent.span_id].name == "attempt 2"
+    assert helper.parent.span_id == handoff.context.span_id
+    assert [link.context.span_id for link in helper.links] == [handoff.parent.span_id]
+    assert handoff.end_time <= helper.start_time + 1  # the hand-off ends as the run starts
     assert helper.attributes[sc.TASK_OUTCOME] == "completed" and sub.decisions_valid == 1
     assert lead.attributes[sc.DECISIONS_VALID] == 1  # the sub-agent's decisions are its own
 

@@ -40,6 +40,10 @@ class DraftModelDrafter:
         self._seen = []
         self._rng = None
 
+    def fork(self) -> DraftModelDrafter:
+        """The same draft model with a cache of its own (for a model generating beside this one)."""
+        return DraftModelDrafter(self.model, method=self.method, seed_offset=self._seed_offset)
+
     def _generator(self, params: GenerationParams) -> torch.Generator | None:
         if params.greedy:
             return None

@@ -48,6 +48,10 @@ class Drafter(Protocol):
         """Forget any per-generation state (called when a generation starts or ends)."""
         ...
 
+    # Optional: `fork() -> Drafter`, a drafter sharing this one's weights with state of its own,
+    # for a model that generates beside this one (LocalChatModel.sibling); without it the same
+    # object is shared, which only a stateless drafter allows.
+
 
 def longest_suffix_match(context: Sequence[int], max_ngram: int) -> tuple[int, int]:
     """(n, end): the longest n <= max_ngram such that the context's last n tokens also occur
@@ -111,3 +115,6 @@ class PromptLookupDrafter:
 
     def reset(self) -> None:
         pass
+
+    def fork(self) -> PromptLookupDrafter:
+        return self  # no state to keep apart

@@ -10,6 +10,8 @@ draft vocabulary), so rejection sampling stays exact.
 
 from __future__ import annotations
 
+import copy
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -207,6 +209,12 @@ class EagleDrafter:
     def reset(self) -> None:
         self._sampling.reset()
 
+    def fork(self) -> EagleDrafter:
+        """The same head (shared weights) with a cache of its own."""
+        twin = copy.copy(self)
+        twin._cache, twin._seen, twin._confirmed, twin._sampling = None, [], 0, _Sampling()
+        return twin
+
 
 def _ancestors(parents: list[int], node: int) -> list[int]:
     out, a = [], parents[node]
@@ -249,6 +257,11 @@ class MedusaDrafter:
     def reset(self) -> None:
         self._sampling.reset()
 
+    def fork(self) -> MedusaDrafter:
+        twin = copy.copy(self)
+        twin._sampling = _Sampling()
+        return twin
+
 
 class LookupThenHead:
     """Prompt lookup where the context repeats itself (tool calls copy the prompt's names and
@@ -271,6 +284,10 @@ class LookupThenHead:
     def reset(self) -> None:
         self.lookup.reset()
         self.head.reset()
+
+    def fork(self) -> LookupThenHead:
+        fork = lambda d: d.fork() if hasattr(d, "fork") else d  # noqa: E731
+        return LookupThenHead(fork(self.lookup), fork(self.head), self.min_tokens)
 
 
 def int8_pays(model) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -123,6 +124,10 @@ class LocalChatModel:
         self.model = model
         self.tokenizer = tokenizer
         self._name = name or getattr(model.config, "_name_or_path", None) or type(model).__name__
+        self._settings = dict(adaptive=adaptive, fallback=fallback, roofline=roofline)
+        # One call at a time on the unbatched path: the prefix cache, the controller and a
+        # stateful drafter belong to one generation (an engine takes concurrent calls itself).
+        self._lock = threading.Lock()
         self.drafter = drafter
         self.num_speculative_tokens = num_speculative_tokens if drafter is not None else 0
         self.controller = (
@@ -189,6 +194,33 @@ class LocalChatModel:
     @property
     def model_name(self) -> str:
         return self._name
+
+    @property
+    def context_length(self) -> int | None:
+        """Positions the model holds (prompt and reply), from its config; None when unknown."""
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        return limit if isinstance(limit, int) and limit > 0 else None
+
+    def sibling(self, *, engine: BatchEngine | None = None) -> LocalChatModel:
+        """A model over the same weights and tokenizer that decodes the same way (drafter kind,
+        k, adaptivity, fallback) with state of its own: a fresh k controller, the drafter's
+        `fork()` (one without it is shared: fine for a stateless one), an empty prefix cache of the same size, on `engine` when given. For agents that
+        generate at once (parallel sub-agents): on one engine their calls batch; without one
+        they share this model's prepacked weights and run side by side."""
+        if self.compiled is not None:
+            raise ValueError("a compiled model's static cache serves one generation at a time: make siblings of an "
+                             "eager model (compiled=False)")
+        drafter = self.drafter
+        if drafter is not None and callable(getattr(drafter, "fork", None)):
+            drafter = drafter.fork()  # shared weights, state of its own (else: shared, as stateless)
+        cache = PrefixCache(self.prefix_cache.max_bytes) if self.prefix_cache is not None else False
+        sib = LocalChatModel(self.model, self.tokenizer, name=self._name, drafter=drafter,
+                             num_speculative_tokens=self.num_speculative_tokens or 3, prefix_cache=cache,
+                             packed_verify=False, clock=self.clock if self._own_clock else None,
+                             engine=engine or self.engine, **self._settings)
+        if sib.engine is None:
+            sib._runner = self._runner  # the prepacked view is read-only: shared, not copied
+        return sib
 
     @property
     def method(self) -> str:
@@ -265,21 +297,8 @@ class LocalChatModel:
                 matcher=matcher))
             meter, batch, peaks = seq.meter, _figures(seq.stats), self.engine.peaks or self._peaks
         else:
-            out = generate(
-                self._runner,
-                prompt_ids,
-                params,
-                stop,
-                self.clock,
-                drafter=self.drafter,
-                num_speculative_tokens=self.num_speculative_tokens,
-                controller=self.controller,
-                prefix_cache=self.prefix_cache,
-                cancel=cancel,
-                on_tokens=on_tokens,
-                matcher=matcher,
-                meter=meter,
-            )
+            with self._lock:
+                out = self._generate_alone(prompt_ids, params, stop, cancel, on_tokens, matcher, meter)
         text = self.decode(out.tokens)
         for s in params.stop:
             if s in text:
@@ -304,6 +323,24 @@ class LocalChatModel:
             roofline=meter.result(peaks) if meter is not None else None,
         )
         return gen, out
+
+
+    def _generate_alone(self, prompt_ids, params, stop, cancel, on_tokens, matcher, meter) -> Decoded:
+        return generate(
+            self._runner,
+            prompt_ids,
+            params,
+            stop,
+            self.clock,
+            drafter=self.drafter,
+            num_speculative_tokens=self.num_speculative_tokens,
+            controller=self.controller,
+            prefix_cache=self.prefix_cache,
+            cancel=cancel,
+            on_tokens=on_tokens,
+            matcher=matcher,
+            meter=meter,
+        )
 
 
 def _figures(stats: BatchStats) -> BatchFigures:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
@@ -78,17 +81,23 @@ class agent_span(Scope[AgentRun]):  # noqa: N801 - used like a function: `with a
     def _kind(self) -> SpanKind:
         return SpanKind.INTERNAL
 
+    def _place(self) -> tuple[Telemetry, Context | None, Sequence[Link]]:
+        """The telemetry, parent context and links of the run's span."""
+        if current_frame() is None:
+            return self.telemetry or get_telemetry(), None, ()
+        placement = place_leaf(self.telemetry)  # a run inside a step (a sub-agent): like any span of that step
+        parent = placement.parent
+        if parent is None:  # a more specific span is current: the run goes under it
+            parent = otel_context.get_current()
+        return placement.tel, parent, ()
+
     def _open(self) -> tuple[AgentRun, Telemetry, Span, Frame | None]:
         task_id = self.task_id or uuid.uuid4().hex[:8]
-        frame = current_frame()
-        if frame is None:
-            tel, parent = self.telemetry or get_telemetry(), None
-        else:  # a run inside a step (a sub-agent): placed like any other span of that step
-            placement = place_leaf(self.telemetry)
-            tel, parent = placement.tel, placement.parent
+        tel, parent, links = self._place()
         attrs = _agent_attributes(self.name, task_id, self.model, self.provider, agent_id=self.agent_id,
                                   description=self.description, conversation_id=self.conversation_id)
-        span = tel.start_span(self._segment, sc.agent_span_name(self.name), attrs, kind=self._kind(), parent=parent)
+        span = tel.start_span(self._segment, sc.agent_span_name(self.name), attrs, kind=self._kind(), parent=parent,
+                              links=links)
         run = AgentRun(tel, span, self.name, task_id, model=self.model, provider=self.provider)
         return run, tel, span, run
 
@@ -119,8 +128,14 @@ class agent_span(Scope[AgentRun]):  # noqa: N801 - used like a function: `with a
 
 class delegation_span(agent_span):  # noqa: N801
     """A sub-agent run delegated from the current step: `invoke_agent {name}` with segment
-    `delegation` and the agent attributes. Its own steps nest inside it. `awaited=False` (the
-    delegating agent does not wait for it) makes it a PRODUCER span, as SPANS.md asks."""
+    `delegation` and the agent attributes. Its own steps nest inside it.
+
+    `awaited=False` (the delegating agent goes on without waiting) records the hand-off as
+    messaging does (SPANS.md): a PRODUCER `invoke_agent {name}` span in the delegating step that
+    ends as soon as the run starts, and the run itself as its CONSUMER child, linked to the span
+    it was delegated from. The reports (and Jaeger's critical path) then keep the run off the
+    delegating step's path and show it as overlap, however long it runs.
+    """
 
     _segment = sc.Segment.DELEGATION
 
@@ -142,7 +157,18 @@ class delegation_span(agent_span):  # noqa: N801
         self.awaited = awaited
 
     def _kind(self) -> SpanKind:
-        return SpanKind.INTERNAL if self.awaited else SpanKind.PRODUCER
+        return SpanKind.INTERNAL if self.awaited else SpanKind.CONSUMER
+
+    def _place(self) -> tuple[Telemetry, Context | None, Sequence[Link]]:
+        tel, parent, links = super()._place()
+        if self.awaited or parent is None:
+            return tel, parent, links
+        origin = trace.get_current_span(parent)
+        handoff = tel.start_span(self._segment, sc.agent_span_name(self.name),
+                                 {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: self.name},
+                                 kind=SpanKind.PRODUCER, parent=parent)
+        tel.end_span(handoff)
+        return tel, trace.set_span_in_context(handoff), (Link(origin.get_span_context()),)
 
 
 def _enclosing_run(frame: Frame | None) -> AgentRun | None:

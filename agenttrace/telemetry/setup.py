@@ -20,7 +20,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
-from opentelemetry.trace import Span, SpanKind, Tracer
+from opentelemetry.trace import Link, Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
@@ -237,9 +237,10 @@ class Telemetry:
         *,
         kind: SpanKind = SpanKind.INTERNAL,
         parent: Context | None = None,
+        links: Sequence[Link] = (),
     ) -> Span:
         """A started span (not made current) at this telemetry's clock; end it with `end_span`."""
-        return start_span(self.tracer, self.clock, segment, name, attributes, kind=kind, parent=parent)
+        return start_span(self.tracer, self.clock, segment, name, attributes, kind=kind, parent=parent, links=links)
 
     def end_span(self, span: Span, exc: BaseException | None = None) -> None:
         """End `span` on this telemetry's clock, marked failed (or cancelled) when `exc` is given;

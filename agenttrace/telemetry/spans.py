@@ -10,13 +10,13 @@ off it names the error's kind and where, never the values in its message.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
@@ -52,12 +52,14 @@ def start_span(
     *,
     kind: SpanKind = SpanKind.INTERNAL,
     parent: Context | None = None,
+    links: Sequence[Link] = (),
 ) -> Span:
     """A started (not current) span at `clock.now_ns()`; `parent` None means the current context."""
     attrs: dict[str, AttributeValue] = {sc.SEGMENT: segment}
     if attributes:
         attrs.update(attributes)
-    return tracer.start_span(name, context=parent, kind=kind, attributes=attrs, start_time=clock.now_ns())
+    return tracer.start_span(name, context=parent, kind=kind, attributes=attrs, links=links or None,
+                             start_time=clock.now_ns())
 
 
 def end_span(span: Span, clock: Clock, exc: BaseException | None = None, content: ContentPolicy | None = None) -> None:
