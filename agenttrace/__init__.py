@@ -17,6 +17,7 @@ from agenttrace.errors import (
     ContextTooLong,
     GenerationCancelled,
     InputFileError,
+    MemoryUnavailable,
     ModelMistake,
     ModelUnavailable,
     ParseError,
@@ -63,6 +64,9 @@ from agenttrace.runtime.agent import (
     StepRecord,
     TaskResult,
 )
+from agenttrace.runtime.compaction import CompactionConfig
+from agenttrace.runtime.delegation import SubAgent, delegation_tools
+from agenttrace.runtime.memory import MemoryStore
 from agenttrace.runtime.parse import FinalAnswer, ToolCall
 from agenttrace.runtime.prompt import Example, PromptStyle
 from agenttrace.runtime.tasks import ExpectedCall, Task, load_tasks
@@ -90,6 +94,7 @@ __all__ = [
     "AttemptRecord",
     "CancelToken",
     "ChatModel",
+    "CompactionConfig",
     "Clock",
     "ContentPolicy",
     "Example",
@@ -106,6 +111,8 @@ __all__ = [
     "LocalChatModel",
     "BatchEngine",
     "LookupThenHead",
+    "MemoryStore",
+    "MemoryUnavailable",
     "Message",
     "ModelMistake",
     "ModelUnavailable",
@@ -116,6 +123,7 @@ __all__ = [
     "PropagatingExecutor",
     "SpecRound",
     "StepRecord",
+    "SubAgent",
     "Task",
     "TaskResult",
     "Telemetry",
@@ -132,6 +140,7 @@ __all__ = [
     "current_run",
     "current_step",
     "delegation_span",
+    "delegation_tools",
     "final_answer",
     "generation_span",
     "head_drafter",

@@ -70,6 +70,7 @@ class TaskOutcome(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    LOOP_DETECTED = "loop_detected"  # not in SPANS.md: the same tool call repeated (AgentConfig.loop_repeats)
 
 
 class StepOutcome(StrEnum):
@@ -178,8 +179,7 @@ ATTEMPT_INDEX: Final = "agenttrace.attempt.index"
 ATTEMPT_OUTCOME: Final = "agenttrace.attempt.outcome"
 TOKENS: Final = "agenttrace.tokens"
 PARSE_OK: Final = "agenttrace.parse.ok"
-# Not in SPANS.md: what an ok parse produced (`tool_call` or `final_answer`), so the report
-# can find the decision moment of a final answer without guessing from the step outcome.
+# Not in SPANS.md: what an ok parse produced (`tool_call`, `final_answer`): a final answer's moment
 PARSE_RESULT: Final = "agenttrace.parse.result"
 VALIDATION_OK: Final = "agenttrace.validation.ok"
 VALIDATION_ERRORS: Final = "agenttrace.validation.errors"
@@ -187,6 +187,22 @@ VALIDATION_VALIDATOR: Final = "agenttrace.validation.validator"
 MEMORY_ITEMS: Final = "agenttrace.memory.items"
 COMPACTION_TOKENS_BEFORE: Final = "agenttrace.compaction.tokens_before"
 COMPACTION_TOKENS_AFTER: Final = "agenttrace.compaction.tokens_after"
+# Not in SPANS.md (issue 16). Memory spans: bytes returned or written, the store's own time (s),
+# its engine, and whether the runtime searched on its own (not a tool call). compact_context: the
+# budget, the summary's policy (`model`, `extractive`), the turns replaced, and the prompt tokens
+# the next generation prefills again as the cached prefix no longer matches. A task stopped for a
+# loop: the tool it kept calling and the count (agent span); the step that repeated it.
+MEMORY_BYTES: Final = "agenttrace.memory.bytes"
+MEMORY_STORE_S: Final = "agenttrace.memory.store_s"
+MEMORY_STORE: Final = "agenttrace.memory.store"
+MEMORY_AUTO: Final = "agenttrace.memory.auto"
+COMPACTION_BUDGET: Final = "agenttrace.compaction.budget"
+COMPACTION_POLICY: Final = "agenttrace.compaction.policy"
+COMPACTION_TURNS: Final = "agenttrace.compaction.turns"
+COMPACTION_REPREFILL_TOKENS: Final = "agenttrace.compaction.reprefill_tokens"
+LOOP_TOOL: Final = "agenttrace.loop.tool"
+LOOP_REPEATS: Final = "agenttrace.loop.repeats"
+LOOP_DETECTED: Final = "agenttrace.loop.detected"
 # Not in SPANS.md: whether a decision matched the call (or answer) the task expected, set on the
 # span that marks the decision moment (validation or parse) when the task states one. Lets reports
 # compute time to correct action from the trace alone without recording argument content.
@@ -234,13 +250,11 @@ SPEC_POLICY: Final = "agenttrace.spec.policy"
 SPEC_POLICY_REASON: Final = "agenttrace.spec.policy.reason"
 SPEC_POLICY_MEAN_K: Final = "agenttrace.spec.policy.mean_k"
 SPEC_POLICY_K0_SHARE: Final = "agenttrace.spec.policy.k0_share"
-# continuous batching: the mean number of requests in the passes a generation took part in, the
-# largest, and how many passes
+# continuous batching: mean and largest requests per pass of a generation, and its passes
 BATCH_SIZE: Final = "agenttrace.batch.size"
 BATCH_SIZE_MAX: Final = "agenttrace.batch.size.max"
 BATCH_PASSES: Final = "agenttrace.batch.passes"
-# the roofline (generation/roofline.py): parallel arrays, one entry per phase of the generation's
-# passes ("prefill", "decode", "verify@n", "batch@B"), and the machine's measured peaks
+# the roofline (generation/roofline.py): one array entry per phase ("prefill", "verify@n", ...); peaks
 ROOFLINE_PHASE: Final = "agenttrace.roofline.phase"
 ROOFLINE_PASSES: Final = "agenttrace.roofline.passes"
 ROOFLINE_ROWS: Final = "agenttrace.roofline.rows"

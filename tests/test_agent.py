@@ -214,6 +214,43 @@ def test_step_limit_exhausts_the_budget():
     assert agent.attributes[sc.TASK_OUTCOME] == "budget_exhausted" and agent.attributes[sc.STEPS] == 2
 
 
+def test_the_same_call_repeated_stops_the_task_as_a_loop(tmp_path):
+    calls = []
+    clock = FakeClock()
+    tool = weather_tool(clock)
+    counted = Tool(tool.name, tool.description, tool.parameters, lambda city: calls.append(city) or tool.function(city),
+                   isolation="thread")
+    other = '{"tool": "weather", "arguments": {"city": "Rome"}}'
+    result, spans, model, _ = run([CALL, other, CALL, CALL], config=AgentConfig(loop_repeats=3, max_steps=6),
+                                  tool=counted, clock=clock)
+    assert result.outcome is sc.TaskOutcome.LOOP_DETECTED and len(result.steps) == 4
+    assert calls == ["Paris", "Rome", "Paris"]  # the third identical call is not run again
+    assert result.steps[-1].loop and result.steps[-1].result is None
+    named = spans_by_name(spans)
+    (agent,) = named["invoke_agent agent"]
+    assert agent.attributes[sc.TASK_OUTCOME] == "loop_detected" and agent.attributes[sc.ERROR_TYPE] == "loop_detected"
+    assert agent.attributes[sc.LOOP_TOOL] == "weather" and agent.attributes[sc.LOOP_REPEATS] == 3
+    (step4,) = named["agent_step 4"]
+    assert step4.attributes[sc.LOOP_DETECTED] is True and step4.attributes[sc.STEP_OUTCOME] == "tool_call"
+    assert "execute_tool weather" not in {s.name for s in spans if s.start_time >= step4.start_time}
+    # the report, reading the trace file, counts it
+    from agenttrace import report_from_files
+
+    path = tmp_path / "loop.jsonl"
+    tel, _ = capture_telemetry(FakeClock(), trace_file=str(path))
+    agent2 = Agent(ScriptedModel([CALL, CALL, CALL], tel.clock), [weather_tool(tel.clock)], telemetry=tel,
+                   config=AgentConfig(loop_repeats=3))
+    assert agent2.run("Weather in Paris?").outcome is sc.TaskOutcome.LOOP_DETECTED
+    tel.shutdown()
+    report = report_from_files([str(path)])
+    assert report.run.loops_detected == 1 and report.tasks[0].outcome == "loop_detected"
+
+
+def test_loop_detection_can_be_turned_off():
+    result, _, _, _ = run([CALL, CALL, CALL, ANSWER], config=AgentConfig(loop_repeats=None))
+    assert result.outcome is sc.TaskOutcome.COMPLETED
+
+
 def test_deadline_stops_between_attempts():
     slow = ScriptedReply("garbage", prefill_s=0.4, decode_s=0.4)
     result, _, model, _ = run([slow, slow, slow], config=AgentConfig(deadline_s=1.0))

@@ -14,6 +14,8 @@ EXPECTED = {
     "MonotonicClock", "ParseError", "PromptLookupDrafter", "PromptStyle", "SpecRound", "StepRecord", "Task",
     "TaskResult", "Telemetry", "Tool", "ToolCall", "ToolError", "ToolFailed", "load_model", "load_tasks",
     "render_report", "report_from_files",
+    # memory, compaction and delegation in the runtime
+    "CompactionConfig", "MemoryStore", "MemoryUnavailable", "SubAgent", "delegation_tools",
     # the trained draft heads
     "head_drafter", "TreeShape", "LookupThenHead",
     # wrapping agents users already have (agenttrace.instrument, agenttrace.adapters)

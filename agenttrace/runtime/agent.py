@@ -10,6 +10,12 @@ ends the attempt; the next attempt sees the model's reply and a message saying w
 Only a step's accepted decision and its result enter the conversation history. Every stage is a
 span (SPANS.md), so the report can say where each step's time went.
 
+Between steps, at the task's level (so a failed attempt never counts them as retry cost), the
+runtime may recall from memory on its own (`recall`, memory_tools.py) and compact the history
+when the next prompt would exceed its token budget (`compaction`, compaction.py). A task that
+makes the same tool call with the same arguments `loop_repeats` times is stopped there with
+outcome `loop_detected` (the repeated call is not run again).
+
 The loop is traced through the public instrumentation API (`agent_span`, `step_span`,
 `attempt_span`, `traced_model`, `parse_span`, `validation_span`, `tool_span`), exactly as a
 user's own agent would be: one decision table (`instrument/frames.py`) names every outcome.
@@ -18,13 +24,16 @@ user's own agent would be: one decision table (`instrument/frames.py`) names eve
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from agenttrace import semconv as sc
-from agenttrace.errors import GenerationCancelled, ModelMistake, ParseError
+from agenttrace.errors import ContextTooLong, GenerationCancelled, ModelMistake, ParseError
 from agenttrace.generation.chat import (
     CancelToken,
     ChatModel,
@@ -36,10 +45,15 @@ from agenttrace.generation.chat import (
 from agenttrace.instrument.decisions import attempt_outcome, step_outcome
 from agenttrace.instrument.generation import traced_model
 from agenttrace.instrument.operations import parse_span, tool_span
-from agenttrace.instrument.structure import agent_span, attempt_span, step_span
+from agenttrace.instrument.structure import agent_span, attempt_span, delegation_span, step_span
 from agenttrace.instrument.validation import validation_span
+from agenttrace.runtime.compaction import CompactionConfig, Compactor
+from agenttrace.runtime.delegation import task_cancel
 from agenttrace.runtime.grammar import decision_constraint
+from agenttrace.runtime.memory import MemoryStore
+from agenttrace.runtime.memory_tools import memory_namespace, memory_tools, recall, render_facts
 from agenttrace.runtime.parse import FinalAnswer, ToolCall, parse_decision
+from agenttrace.runtime.records import AttemptRecord, StepRecord, TaskResult
 from agenttrace.runtime.prompt import (
     Example,
     PromptStyle,
@@ -71,41 +85,27 @@ class AgentConfig:
     # Decode every reply under the grammar of a decision (runtime/grammar.py): one of the tools
     # with schema-valid arguments, or an answer. Validation still runs on what comes out.
     constrained: bool = False
+    # Memory (an Agent given a MemoryStore): whether the runtime recalls on its own before a step
+    # ("task_start": once, with the request; "every_step": before each step, with the request and
+    # the latest result; "off": only the model's `recall` calls), how many facts, and whose
+    # namespace a task run writes ("agent": every task of this agent; "task": each run its own).
+    recall: Literal["off", "task_start", "every_step"] = "off"
+    recall_limit: int = 3
+    memory_scope: Literal["agent", "task"] = "agent"
+    # Keep every prompt under a token budget by summarising older turns; None: never compact.
+    compaction: CompactionConfig | None = CompactionConfig()
+    # Stop the task (outcome loop_detected) when it would make the same tool call with the same
+    # arguments for the loop_repeats-th time; None: never.
+    loop_repeats: int | None = 3
 
 
 @dataclass
-class AttemptRecord:
-    index: int
-    outcome: sc.AttemptOutcome
-    text: str = ""
-    error: str | None = None
-    mistake: ModelMistake | None = None  # what the next attempt is told about
-    generation: Generation | None = None
+class _TaskState:
+    """What one task run carries between steps."""
 
-
-@dataclass
-class StepRecord:
-    index: int
-    outcome: sc.StepOutcome = sc.StepOutcome.INVALID
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    decision: ToolCall | FinalAnswer | None = None
-    result: str | None = None  # what the tool returned, as shown to the model
-
-
-@dataclass
-class TaskResult:
-    task_id: str
-    outcome: sc.TaskOutcome
-    steps: list[StepRecord] = field(default_factory=list)
-    answer: str | None = None
-    decisions_valid: int = 0
-    decisions_invalid: int = 0
-    # Whether the first valid decision matched the task's expectation (None: nothing to check).
-    first_decision_correct: bool | None = None
-
-    @property
-    def generations(self) -> list[Generation]:
-        return [a.generation for s in self.steps for a in s.attempts if a.generation is not None]
+    protected: int  # leading history messages compaction keeps (system, examples, request, notes)
+    calls: Counter = field(default_factory=Counter)  # executed tool calls, by (tool, canonical arguments)
+    last_prompt: list[Message] | None = None  # the previous generation's prompt (what the prefix cache holds)
 
 
 class Agent:
@@ -115,7 +115,9 @@ class Agent:
     with an outcome, and the returned `TaskResult` says how the task ended. Bugs raise.
     A model that reads a clock of its own (`LocalChatModel`) is bound to the telemetry's clock
     when it still uses the process default, so its prefill and round times share the spans' time
-    base (and a `FakeClock` in tests drives both).
+    base (and a `FakeClock` in tests drives both). `memory`: a store the agent gets the
+    `remember` and `recall` tools over (unless tools of those names are given) and recalls from
+    on its own when `config.recall` says so.
     """
 
     def __init__(
@@ -126,7 +128,12 @@ class Agent:
         telemetry: Telemetry | None = None,
         examples: Sequence[Example] = (),
         config: AgentConfig = AgentConfig(),
+        memory: MemoryStore | None = None,
     ) -> None:
+        tools = list(tools)
+        if memory is not None:
+            given = {t.name for t in tools}
+            tools += [t for t in memory_tools(memory, limit=config.recall_limit) if t.name not in given]
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique, got {names}")
@@ -134,6 +141,9 @@ class Agent:
         bind = getattr(model, "bind_clock", None)
         if callable(bind):
             bind(self.telemetry.clock)
+        self.memory = memory
+        if memory is not None:
+            memory.bind_clock(self.telemetry.clock)
         self.params = config.params
         if config.constrained:
             # before the first task: a model or tokenizer that cannot be constrained fails here
@@ -143,26 +153,42 @@ class Agent:
                 _log.warning("agent %s decodes unconstrained: its tools' grammar does not compile (%s)", config.name, why)
             self.params = replace(config.params, constraint=constraint)
         self.model = traced_model(model, telemetry=self.telemetry)
+        self.compactor = Compactor(config.compaction, self.model, model, self.params.max_tokens) \
+            if config.compaction is not None else None
         self.tools = {t.name: t for t in tools}
         warm_up(self.tools.values())  # a process-isolated tool's worker starts now, not in the first call
         self.examples = list(examples)
         self.config = config
 
     # -- task ------------------------------------------------------------------------------
-    def run(self, task: Task | str, *, cancel: CancelToken | None = None) -> TaskResult:
-        """Run one task to its end; returns how it ended (never raises for model mistakes)."""
+    def run(self, task: Task | str, *, cancel: CancelToken | None = None, delegated: bool = False,
+            awaited: bool = True) -> TaskResult:
+        """Run one task to its end; returns how it ended (never raises for model mistakes).
+
+        `delegated`: this agent runs a sub-task for a coordinator whose step is current (its run
+        is a `delegation` span there); `awaited=False` when the coordinator does not wait."""
         if isinstance(task, str):
             task = Task(id=uuid.uuid4().hex[:8], prompt=task)
         tel, cfg = self.telemetry, self.config
         result = TaskResult(task.id, sc.TaskOutcome.BUDGET_EXHAUSTED)
-        scope = agent_span(cfg.name, task_id=task.id, model=self.model.model_name, provider=self.model.provider_name,
-                           telemetry=tel)
-        with scope as run:
+        who = dict(task_id=task.id, model=self.model.model_name, provider=self.model.provider_name, telemetry=tel)
+        scope = delegation_span(cfg.name, awaited=awaited, **who) if delegated else agent_span(cfg.name, **who)
+        namespace = cfg.name if cfg.memory_scope == "agent" else f"{cfg.name}/{task.id}/{uuid.uuid4().hex[:8]}"
+        with scope as run, memory_namespace(namespace), task_cancel(cancel):
             deadline = tel.clock.now_ns() + int(cfg.deadline_s * 1e9) if cfg.deadline_s is not None else None
             history = build_messages(list(self.tools.values()), self.examples, task.prompt, cfg.style)
+            state = _TaskState(protected=len(history))
             for n in range(1, cfg.max_steps + 1):
-                step = self._step(n, history, task, result, cancel, deadline)
+                self._between_steps(n, history, task, state, result)
+                step = self._step(n, history, task, result, cancel, deadline, state)
                 result.steps.append(step)
+                if step.loop:
+                    result.outcome = sc.TaskOutcome.LOOP_DETECTED
+                    if run is not None:
+                        call = step.decision
+                        assert isinstance(call, ToolCall)
+                        run.span.set_attributes({sc.LOOP_TOOL: call.tool, sc.LOOP_REPEATS: cfg.loop_repeats or 0})
+                    break
                 if step.outcome is sc.StepOutcome.FINAL_ANSWER:
                     result.outcome = sc.TaskOutcome.COMPLETED
                     break
@@ -192,6 +218,32 @@ class Agent:
     def _past(self, deadline: int | None) -> bool:
         return deadline is not None and self.telemetry.clock.now_ns() >= deadline
 
+    # -- between steps ---------------------------------------------------------------------
+    def _between_steps(self, n: int, history: list[Message], task: Task, state: _TaskState,
+                       result: TaskResult) -> None:
+        """The runtime's own recall, then compaction if the next prompt is over budget. Both
+        are spans of the task, outside any step."""
+        cfg = self.config
+        if self.memory is not None and (cfg.recall == "every_step" or (cfg.recall == "task_start" and n == 1)):
+            query = task.prompt if n == 1 else f"{task.prompt} {history[-1].content}"
+            found = recall(self.memory, query, limit=cfg.recall_limit, auto=True, telemetry=self.telemetry)
+            if found.items:
+                history.append(Message("user", "Notes from memory:\n" + render_facts(found.items)))
+                if n == 1:
+                    state.protected = len(history)  # the note is part of the request: compaction keeps it
+        if self.compactor is None or not self.compactor.enabled:
+            return
+        tokens = self.compactor.over_budget(history)
+        if tokens is None:
+            return
+        done = self.compactor.compact(history, state.protected, task.prompt, tokens, state.last_prompt,
+                                      telemetry=self.telemetry)
+        if done.messages is not None:
+            history[:] = done.messages
+            result.compactions += 1
+        else:
+            _log.warning("agent %s, task %s: %s; the context stays as it was", cfg.name, task.id, done.error)
+
     # -- step ------------------------------------------------------------------------------
     def _step(
         self,
@@ -201,6 +253,7 @@ class Agent:
         result: TaskResult,
         cancel: CancelToken | None,
         deadline: int | None,
+        state: _TaskState,
     ) -> StepRecord:
         cfg = self.config
         step = StepRecord(n)
@@ -212,15 +265,16 @@ class Agent:
                     break
                 if i > 1 and self._past(deadline):
                     break
-                attempt = self._attempt(i, convo, task, step, result, cancel)
+                state.last_prompt = list(convo)
+                attempt = self._attempt(i, convo, task, step, result, cancel, state)
                 step.attempts.append(attempt)
-                if attempt.outcome in (Outcome.OK, Outcome.CANCELLED):
-                    break
+                if attempt.outcome in (Outcome.OK, Outcome.CANCELLED) or attempt.mistake is None:
+                    break  # a decision, a cancellation, or an error no retry can mend (the context is full)
                 assert attempt.mistake is not None
                 convo += [Message("assistant", attempt.text), retry_feedback(attempt.mistake)]
 
             last = step.attempts[-1].outcome if step.attempts else Outcome.CANCELLED
-            if last is Outcome.OK:
+            if last is Outcome.OK and not step.loop:
                 assert step.decision is not None
                 history.append(Message("assistant", decision_text(step.decision)))
                 if isinstance(step.decision, ToolCall):
@@ -230,6 +284,8 @@ class Agent:
             step.outcome = step_outcome(last, final_answer=isinstance(step.decision, FinalAnswer))
             if frame is not None:
                 frame.set_outcome(step.outcome, reason=step.attempts[-1].error if step.attempts else None)
+                if step.loop:
+                    frame.span.set_attribute(sc.LOOP_DETECTED, True)
         return step
 
     # -- attempt ---------------------------------------------------------------------------
@@ -241,6 +297,7 @@ class Agent:
         step: StepRecord,
         result: TaskResult,
         cancel: CancelToken | None,
+        state: _TaskState,
     ) -> AttemptRecord:
         record = AttemptRecord(i, Outcome.OK)
         try:
@@ -251,8 +308,16 @@ class Agent:
                 if isinstance(decision, ToolCall):
                     tool = self.tools[decision.tool]
                     self._validate(tool, decision, task, result)
-                    step.result = self._execute(tool, decision)
+                    key = (decision.tool, json.dumps(decision.arguments, sort_keys=True, ensure_ascii=False))
+                    repeats = self.config.loop_repeats
+                    if repeats is not None and state.calls[key] + 1 >= repeats:
+                        step.loop = True  # the same call for the repeats-th time: stop, do not run it again
+                    else:
+                        step.result = self._execute(tool, decision)
+                        state.calls[key] += 1
                 step.decision = decision
+        except ContextTooLong as exc:  # nothing a retry can change: the step ends here
+            record.outcome, record.error = Outcome.ERROR, str(exc)
         except (GenerationCancelled, ModelMistake) as exc:
             # the attempt span took its outcome from the same table (attempt_outcome)
             record.outcome, record.error = attempt_outcome(exc), str(exc)
@@ -298,7 +363,7 @@ class Agent:
         # content (off by default), redacted and capped.
         with tool_span(tool.name, description=tool.description or None, arguments=call.arguments,
                        telemetry=self.telemetry) as t:
-            rendered = render_tool_result(run_tool(tool, call.arguments, self.config.tool_timeout_s))
+            rendered = render_tool_result(run_tool(tool, call.arguments, self.config.tool_timeout_s), tool.result_chars)
             if t is not None:  # the model sees a capped result; the span keeps its full size
                 t.span.set_attributes({sc.TOOL_RESULT_SIZE: rendered.chars, sc.TOOL_RESULT_TRUNCATED: rendered.truncated})
                 t.result(rendered.text)

@@ -61,6 +61,7 @@ class Tool:
     function: Callable[..., Any]
     timeout_s: float = 10.0
     isolation: Isolation = "auto"  # where it runs: see the module docstring
+    result_chars: int = MAX_RESULT_CHARS  # what the model sees of a result (a document reader: far more)
     validator: Draft202012Validator = field(init=False, repr=False, compare=False)
     runs_in: Literal["process", "thread"] = field(init=False, repr=False, compare=False)  # isolation resolved
 
