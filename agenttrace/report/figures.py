@@ -23,6 +23,7 @@ from agenttrace.report.model import (
     lean,
 )
 from agenttrace.report.segments import Breakdown, breakdowns, sum_segments
+from agenttrace.report.stages import compaction_costs, stage_times
 from agenttrace.report.spec import (
     AcceptanceStats,
     acceptance_stats,
@@ -100,6 +101,8 @@ class _StepScan:
     parse_ok_ends: list[int] = field(default_factory=list)
     generations: list[GenerationFigures] = field(default_factory=list)
     marks_correct: bool = False
+    compactions: list[SpanRecord] = field(default_factory=list)  # a sub-agent's, inside this step
+    sub_agents: int = 0
 
 
 def _scan_step(tree: SpanTree, step: SpanRecord, index: int, task_start: int,
@@ -120,6 +123,10 @@ def _scan_step(tree: SpanTree, step: SpanRecord, index: int, task_start: int,
             acceptance.append((g.method, acceptance_stats(tree, served)))
         elif seg == sc.Segment.PARSE and s.attributes.get(sc.PARSE_OK) is True:
             scan.parse_ok_ends.append(s.end_ns)
+        elif seg == sc.Segment.COMPACTION:
+            scan.compactions.append(s)
+        elif seg == sc.Segment.DELEGATION and s.kind != "PRODUCER":  # a run, not the hand-off before it
+            scan.sub_agents += 1
         end = _decision_end(s)
         if end is not None:
             scan.moments.append(end)
@@ -196,10 +203,13 @@ def _waterfall(tree: SpanTree, root: SpanRecord, start: int) -> list[WaterfallSp
 
 def task_figures(tree: SpanTree, agent: SpanRecord, *, waterfall: bool = False) -> TaskAnalysis:
     """The figures of one task (an agent span and its subtree)."""
-    memo = breakdowns(tree, agent)
+    marks: list[tuple[SpanRecord, SpanRecord | None]] = []
+    memo = breakdowns(tree, agent, marks)
     b = memo[id(agent)]
     steps = [k for k in tree.kids(agent) if k.segment == sc.Segment.STEP]
-    return _assemble(tree, agent, steps, memo, b, agent.start_ns, agent.end_ns, partial=False, waterfall=waterfall)
+    analysis = _assemble(tree, agent, steps, memo, b, agent.start_ns, agent.end_ns, partial=False, waterfall=waterfall)
+    analysis.figures.stages = stage_times(memo, agent, marks)
+    return analysis
 
 
 def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: dict[int, Breakdown], b: Breakdown,
@@ -209,12 +219,17 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
     moments: list[int] = []
     correct: list[int] = []
     marks = False
+    compactions = [k for k in tree.kids(root) if k.segment == sc.Segment.COMPACTION] if not partial else []
+    sub_agents = 0
     for st in steps:
         f, scan = step_figures(tree, st, start, memo, acceptance, None if partial else root)
         step_figs.append(f)
         moments += scan.moments
         correct += scan.correct
         marks = marks or scan.marks_correct
+        compactions += scan.compactions
+        sub_agents += scan.sub_agents
+    reprefill_tokens, reprefill_s = compaction_costs(tree, compactions)
     retry = sum_segments(f.retry_segments for f in step_figs)
     attempts = [s for st in steps for s in tree.walk(st) if s.segment == sc.Segment.ATTEMPT]
     wall = (end - start) / NS
@@ -250,6 +265,10 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
         expects_correct_action=marks,
         inferred=inferred,
         absent=[f for f in _UNRECORDED if not getattr(segments, f)] if structure.STEPS in inferred else [],
+        sub_agents=sub_agents,
+        compactions=len(compactions),
+        reprefill_tokens=reprefill_tokens,
+        reprefill_s=reprefill_s,
     ))
     if not partial and (overlap > 0 or waterfall):
         figures.critical_path = [

@@ -14,6 +14,7 @@ from agenttrace.generation.roofline import RooflinePhase
 from agenttrace.report.roofline import RooflineFigures
 from agenttrace.report.inputs import InputFigures
 from agenttrace.report.jsondoc import JsonDocument
+from agenttrace.report.whatif_model import SpeedupPoint, WhatIf  # noqa: F401  (part of the report's schema)
 from agenttrace.semconv import Segment
 
 M = TypeVar("M", bound=BaseModel)
@@ -72,6 +73,35 @@ SegmentTimes = create_model(
     generation time that is not prefill, draft or verify (decode steps, sampling, tokenizing).""",
     **{name: (float, 0.0) for name in SEGMENT_FIELDS},
 )
+
+
+STAGE_FIELDS = ("generation", "tool", "memory", "compaction", "delegation_overhead", "other")
+
+
+class StageTimes(BaseModel):
+    """A task's critical path by stage (report/stages.py), in seconds; the fields sum to the
+    task's time on its path. Coarser than the segments, and it counts two subtrees whole: a
+    compaction (its summary's generation included) and, in a task that delegates, the
+    coordinator's own time apart from the sub-agents' (`delegation_overhead`: time in the
+    coordinator not spent waiting for a sub-agent, memory aside)."""
+
+    generation: float = 0.0
+    tool: float = 0.0
+    memory: float = 0.0
+    compaction: float = 0.0
+    delegation_overhead: float = 0.0
+    other: float = 0.0
+
+    def total(self) -> float:
+        return sum(getattr(self, f) for f in STAGE_FIELDS)
+
+    def share(self, name: str) -> float | None:
+        total = self.total()
+        return getattr(self, name) / total if total > 0 else None
+
+    def merge(self, other: StageTimes) -> None:
+        for f in STAGE_FIELDS:
+            setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
 class SpecFigures(BaseModel):
@@ -231,6 +261,14 @@ class TaskFigures(BaseModel):
                                 "recorded (e.g. steps and attempts from another instrumentation's spans)")
     absent: list[str] = Field(default_factory=list, description="segments this task's trace cannot show (no span of its "
                               "instrumentation records them): their 0 means unknown, not none")
+    stages: StageTimes = Field(default_factory=StageTimes, description="the critical path by stage (StageTimes)")
+    sub_agents: int = Field(0, description="sub-agent runs (delegation spans) in the task")
+    compactions: int = Field(0, description="compact_context spans in the task")
+    reprefill_tokens: int | None = Field(
+        None, description="prompt tokens prefilled again after compactions because the cached prefix no longer "
+                          "matched (agenttrace.compaction.reprefill_tokens); None: no compaction recorded them")
+    reprefill_s: float | None = Field(
+        None, description="their prefill time: each next generation's prefill time times its share of re-prefilled tokens")
 
 
 class Distribution(BaseModel):
@@ -292,62 +330,12 @@ class RunFigures(BaseModel):
                                           description="per speculative generation")
     step_segments: SegmentDistributions | None = None
     speculation_by_method: list[SpecFigures] = Field(default_factory=list, description="one per spec method")
-
-
-class SpeedupPoint(BaseModel):
-    k: int
-    speedup: float = Field(description="expected speedup over plain decoding at k (generation/costmodel.py)")
-    tokens_per_round: float = Field(description="expected tokens per verify pass at k (1 + accepted per round)")
-
-
-class WhatIf(BaseModel):
-    """Speculation what-if for one drafter (spec method) in one run label."""
-
-    label: str | None
-    method: str
-    generations: int
-    rounds: int
-    constrained: bool = Field(False, description="the generations decoded under a grammar (drafts cut, masks)")
-    draft_tokens: int
-    accepted_tokens: int
-    alpha: float | None = Field(description="estimated per-token acceptance probability")
-    alpha_estimator: str = Field(description="how alpha was estimated (see whatif.py)")
-    c: float | None = Field(description="the cost of one more drafted token (drafting it plus the verify pass's "
-                                        "marginal cost by width) over one plain decode step")
-    draft_s_per_token: float | None
-    verify_s_per_round: float | None
-    actual_k: int
-    curve: list[SpeedupPoint]
-    best_k: int | None
-    best_speedup: float | None
-    speedup_at_actual_k: float | None
-    best_over_actual: float | None = Field(description="best_speedup / speedup_at_actual_k")
-    measured_mean_acceptance_length: float | None
-    predicted_mean_acceptance_length: float | None = Field(description="tokens_per_round at the actual k")
-    measured_speedup: float | None = Field(
-        None, description="decode time per token without speculation over with it: measured against plain "
-                          "generations in this set, else estimated (measured_speedup_source)")
-    measured_speedup_basis: str | None = None
-    measured_speedup_source: str | None = Field(
-        None, description="'plain arm' when measured against plain generations of the same model, else 'estimated: ...'")
-    predicted_speedup: float | None = Field(
-        None, description="the cost model's speedup for the run's own rounds (the k each asked for): compare measured")
-    plain_step_s: float | None = Field(None, description="one plain decode step, the unit of every cost")
-    plain_step_source: str | None = Field(None, description="'plain arm', or 'estimated: ...'")
-    verify_s_fixed: float | None = Field(None, description="verify seconds ≈ verify_s_fixed + verify_s_per_token·width")
-    verify_s_per_token: float | None = None
-    verify_cost_source: str | None = Field(None, description="how the verify line was fitted (widths, or estimated)")
-    overhead_s_per_round: float | None = Field(
-        None, description="decode time per drafting round outside the draft and verify timers")
-    no_draft_rounds: int = Field(0, description="rounds whose drafter proposed nothing (a plain step each), inferred "
-                                                "from the output tokens the rounds do not account for")
-    acceptance_by_position: list[float] = Field(
-        default_factory=list, description="P(draft token i accepted | proposed, tokens before it accepted)")
-
-    @property
-    def measured_is_estimate(self) -> bool:
-        """True when `measured_speedup` is an estimate (no plain arm): renderings mark it."""
-        return self.measured_speedup_source is not None and self.measured_speedup_source != "plain arm"
+    stages: StageTimes = Field(default_factory=StageTimes, description="the tasks' critical paths by stage, summed")
+    loops_detected: int = Field(0, description="tasks stopped with outcome loop_detected")
+    sub_agents: int = 0
+    compactions: int = 0
+    reprefill_tokens: int = 0
+    reprefill_s: float = 0.0
 
 
 class Report(JsonDocument):

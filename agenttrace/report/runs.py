@@ -12,6 +12,7 @@ from agenttrace.report.model import (
     Report,
     RunFigures,
     SegmentDistributions,
+    StageTimes,
     TaskFigures,
 )
 from agenttrace.report.roofline import roofline_figures
@@ -23,6 +24,13 @@ from agenttrace.report.whatif import whatifs
 
 def _ratio(num: float, den: float) -> float | None:
     return num / den if den else None
+
+
+def _stages(tasks: list[TaskFigures]) -> StageTimes:
+    total = StageTimes()
+    for t in tasks:
+        total.merge(t.stages)
+    return total
 
 
 def run_figures(tasks: list[TaskFigures], label: str | None = None) -> RunFigures:
@@ -78,6 +86,12 @@ def run_figures(tasks: list[TaskFigures], label: str | None = None) -> RunFigure
         constrain_fallbacks=sum(g.constrain_engine is not None and g.constrain_fallback is not None for g in gens),
         drafts_cut=sum(g.drafts_cut for g in gens),
         speculation_by_method=[aggregate(by_method[m]) for m in sorted(by_method)],
+        stages=_stages(whole),
+        loops_detected=sum(t.outcome == sc.TaskOutcome.LOOP_DETECTED for t in whole),
+        sub_agents=sum(t.sub_agents for t in tasks),
+        compactions=sum(t.compactions for t in tasks),
+        reprefill_tokens=sum(t.reprefill_tokens or 0 for t in tasks),
+        reprefill_s=sum(t.reprefill_s or 0.0 for t in tasks),
     )
 
 

@@ -109,11 +109,23 @@ def _charge(b: Breakdown, span: SpanRecord, self_ns: int, kids: list[tuple[SpanR
     b.ns[index] += self_ns
 
 
-def breakdowns(tree: SpanTree, root: SpanRecord) -> dict[int, Breakdown]:
+# Segments whose on-path spans `breakdowns` can list (with the nearest such span above each), for
+# the report's stage times (stages.py): a compaction's or a sub-agent's subtree counts whole.
+MARKED = frozenset({sc.Segment.COMPACTION.value, sc.Segment.DELEGATION.value})
+
+
+def breakdowns(tree: SpanTree, root: SpanRecord,
+               marks: list[tuple[SpanRecord, SpanRecord | None]] | None = None) -> dict[int, Breakdown]:
     """The breakdown of `root` and of every span in its subtree (keyed by `id(span)`), each over
-    its interval sanitised against its parent's. Iterative, so deep traces cannot overflow."""
+    its interval sanitised against its parent's. Iterative, so deep traces cannot overflow.
+
+    With `marks`, every span of a MARKED segment on the critical path (every span whose time is
+    in `root`'s own segment times, not in its overlap) is appended to it, top-down, with the
+    nearest MARKED span above it on the path (None: none, `root` itself aside)."""
     order: list[tuple[SpanRecord, int, list[SpanRecord], list[SpanRecord], list[tuple[SpanRecord, int, int]]]] = []
     stack = [(root, root.start_ns, max(root.start_ns, root.end_ns))]
+    # (for marks) span id -> the nearest MARKED span above it on the path, or root; absent: off the path
+    above: dict[int, SpanRecord] | None = {id(root): root} if marks is not None else None
     while stack:
         span, lo, hi = stack.pop()
         kids, detached = sanitized_kids(tree, span, lo, hi)
@@ -125,6 +137,13 @@ def breakdowns(tree: SpanTree, root: SpanRecord) -> dict[int, Breakdown]:
             followed, off = kids, detached
         self_ns = (hi - lo) - sum(e - s for _, s, e in followed)
         order.append((span, self_ns, [c for c, _, _ in followed], [c for c, _, _ in off], kids))
+        if above is not None and id(span) in above:
+            mark = above.pop(id(span))
+            if span is not root and span.segment in MARKED:
+                marks.append((span, None if mark is root else mark))  # type: ignore[union-attr]
+                mark = span
+            for c, _, _ in followed:
+                above[id(c)] = mark
         stack.extend(followed)
         stack.extend(off)
     out: dict[int, Breakdown] = {}

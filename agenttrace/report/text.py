@@ -181,7 +181,30 @@ def summary_rows(r: RunFigures) -> list[tuple[str, str]]:
         rows.append(("constrained decoding", constrain_line(r)))
     if r.overlap_s > 0:
         rows.append(("in parallel, off the critical path", f"{r.overlap_s:.2f} s"))
+    st = r.stages
+    if st.memory or st.compaction or st.delegation_overhead or r.sub_agents:
+        rows.append(("by stage (critical path)", stage_line(st)))
+    if r.sub_agents:
+        rows.append(("delegation", f"{r.sub_agents} sub-agent runs; coordinator's own time (not waiting for a "
+                                   f"sub-agent) {st.delegation_overhead:.2f} s"))
+    if r.compactions:
+        rows.append(("compaction", f"{r.compactions} compactions, {st.compaction:.2f} s (summaries included); "
+                                   f"then {r.reprefill_tokens} tokens prefilled again, {r.reprefill_s:.2f} s"))
+    if r.loops_detected:
+        rows.append(("loops detected", f"{r.loops_detected} task(s) stopped repeating a tool call"))
     return rows
+
+
+STAGE_LABELS = {"generation": "generation", "tool": "tool", "memory": "memory", "compaction": "compaction",
+                "delegation_overhead": "delegation overhead", "other": "other"}
+
+
+def stage_line(st) -> str:
+    """`generation 61%, tool 3%, ...`: each stage's share of the critical path (StageTimes)."""
+    total = st.total()
+    if total <= 0:
+        return "-"
+    return ", ".join(f"{label} {100 * getattr(st, f) / total:.0f}%" for f, label in STAGE_LABELS.items())
 
 
 def constraint_comparison(c) -> str | None:
