@@ -1,5 +1,6 @@
 """The main job: the reference agent on the bundled model with speculative decoding, a trace
-under traces/ and the per-step report. With several arms (e.g. baseline and speculative) each
+under traces/ and the per-step report (`--suite` runs another task set with its own agent: the
+long-horizon one remembers, compacts its context and delegates). With several arms (e.g. baseline and speculative) each
 task runs under every arm in turn, alternating the order, so both see the same machine drift."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from agenttrace.examples.agents.function_calling import DEFAULT_CONFIG, build_agent, tool_call_tasks
+from agenttrace.examples.agents.suites import SUITES, load_suite
 from agenttrace import (
     ChatModel,
     Clock,
@@ -40,6 +41,7 @@ from agenttrace.telemetry.exit import shutdown_all
 
 ARMS = ("baseline", "speculative")
 DRAFTERS = ("lookup", "eagle", "lookup+eagle")
+SUITE_NAMES = tuple(SUITES)
 
 
 @dataclass
@@ -73,6 +75,7 @@ class DemoOptions:
     constrained: bool = False  # decode every reply under the grammar of a decision (AgentConfig.constrained)
     quantize: str | None = None  # "int4" / "int8": weight-only quantized linear layers (quantized once, cached)
     drafter: str = "lookup+eagle"  # the speculative arm's: lookup, eagle, or lookup+eagle (DRAFTERS)
+    suite: str = "tool_calls"  # the task set and its agent (agents/suites.py); its first `tasks` tasks run
 
 
 def _drafter(name: str, loaded, console: Console):
@@ -124,7 +127,8 @@ def run_demo(opts: DemoOptions, console: Console | None = None, clock: Clock | N
     how = "converted and loaded" if loaded.converted else "loaded from the cache"
     console.print(f"{loaded.name} ({loaded.weights} weights) {how} in {load_s:.1f} s")
 
-    tasks = tool_call_tasks()[: opts.tasks]
+    suite = load_suite(opts.suite)
+    tasks = suite.tasks[: opts.tasks]
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     files: dict[str, Path] = {}
     telemetry: dict[str, Telemetry] = {}
@@ -141,8 +145,10 @@ def run_demo(opts: DemoOptions, console: Console | None = None, clock: Clock | N
             detail=opts.detail,  # type: ignore[arg-type]
             metrics=opts.metrics,
         )
-        config = replace(DEFAULT_CONFIG, constrained=opts.constrained)
-        agents[arm] = build_agent(_model_for(arm, loaded, opts, console), telemetry[arm], config)
+        config = replace(suite.config, constrained=opts.constrained)
+        # an agent with memory keeps its file beside the trace: traces/demo-<time>[-arm]/memory.sqlite
+        agents[arm] = suite.build_agent(_model_for(arm, loaded, opts, console), telemetry[arm], config=config,
+                                        workdir=opts.trace_dir / f"demo-{stamp}{suffix}")
 
     results: dict[str, list[TaskResult]] = {arm: [] for arm in opts.arms}
     run_start = clock.now_ns()

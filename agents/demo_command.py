@@ -13,6 +13,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="run the reference agent on the bundled model, write a trace, print the report")
     demo.add_argument("--tasks", type=int, default=12, help="how many tasks of the task set to run (default 12)")
     demo.add_argument(
+        "--suite", default="tool_calls",
+        help="the task set and its agent (agents/suites.py): tool_calls (default), long_reasoning, code, multilingual, "
+        "long_horizon (memory, compaction of long documents, delegation to sub-agents)",
+    )
+    demo.add_argument(
         "--arms", default="speculative",
         help="comma-separated: baseline (plain decoding), speculative (--drafter); "
         "several arms run interleaved and are compared (default speculative)",
@@ -50,14 +55,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agenttrace.examples.agents.demo import ARMS, DemoOptions, run_demo
+    from agenttrace.examples.agents.demo import ARMS, SUITE_NAMES, DemoOptions, run_demo
 
     arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise SystemExit(f"agenttrace demo: unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARMS)}")
+    if args.suite not in SUITE_NAMES:
+        raise SystemExit(f"agenttrace demo: unknown suite {args.suite!r}; choose from {', '.join(SUITE_NAMES)}")
     run_demo(
         DemoOptions(
+            suite=args.suite,
             tasks=args.tasks,
             arms=arms,
             num_speculative_tokens=args.k,

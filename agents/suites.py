@@ -5,6 +5,8 @@ agent budget the reference agent uses for it.
     long_reasoning  chains of three or more calls, each on the last one's result
     code            arguments that are programs (SQL, Python-syntax arithmetic) or code answers
     multilingual    French, German, Spanish and Chinese requests for English-language tools
+    long_horizon    memory, documents long enough to compact the context, and delegation to
+                    specialists (agents/long_horizon.py: its own agent, not the reference one)
 
 Every suite shows the model the same four worked examples (`EXAMPLES`); the code suite adds one
 SQL call, since without an example of the tool the 135M model never calls it. Long chains get
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from agenttrace.examples.agents.function_calling import DEFAULT_CONFIG, EXAMPLES, TASKS_DIR
 from agenttrace import (
@@ -28,6 +31,9 @@ from agenttrace import (
     ToolCall,
     load_tasks,
 )
+from agenttrace.examples.agents.long_horizon import CONFIG as LONG_HORIZON_CONFIG
+from agenttrace.examples.agents.long_horizon import EXAMPLES as LONG_HORIZON_EXAMPLES
+from agenttrace.examples.agents.long_horizon import build_long_horizon_agent
 from agenttrace.examples.tools import default_tools
 from agenttrace.examples.tools.sql import sql
 
@@ -45,9 +51,15 @@ class Suite:
     examples: tuple[Example, ...] = EXAMPLES
     config: AgentConfig = DEFAULT_CONFIG
     tasks: list[Task] = field(default_factory=list, compare=False, repr=False)
+    # an agent of its own instead of the reference one: (model, telemetry, config, workdir) -> Agent
+    builder: Callable[..., Agent] | None = field(default=None, compare=False, repr=False)
 
-    def build_agent(self, model: ChatModel, telemetry: Telemetry, *, config: AgentConfig | None = None) -> Agent:
-        """The reference agent for this suite over `model`, recording to `telemetry`."""
+    def build_agent(self, model: ChatModel, telemetry: Telemetry, *, config: AgentConfig | None = None,
+                    workdir: Path | None = None) -> Agent:
+        """The agent for this suite over `model`, recording to `telemetry`; `workdir` is the run's
+        folder, where an agent with memory keeps its file (a temporary folder when None)."""
+        if self.builder is not None:
+            return self.builder(model, telemetry, config or self.config, workdir=workdir)
         return Agent(model, self.tools(), telemetry=telemetry, examples=self.examples, config=config or self.config)
 
 
@@ -69,6 +81,10 @@ SUITES: dict[str, Suite] = {
             tools=lambda: [*default_tools(), sql], examples=(*EXAMPLES[:3], SQL_EXAMPLE, EXAMPLES[3]),
         ),
         Suite("multilingual", "multilingual.jsonl", "requests in French, German, Spanish and Chinese"),
+        Suite(
+            "long_horizon", "long_horizon.jsonl", "memory, long documents that compact the context, delegation",
+            config=LONG_HORIZON_CONFIG, examples=LONG_HORIZON_EXAMPLES, builder=build_long_horizon_agent,
+        ),
     )
 }
 

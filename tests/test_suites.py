@@ -7,16 +7,23 @@ import re
 
 import pytest
 
+from agenttrace import FakeClock, Telemetry
 from agenttrace.examples.agents.suites import SUITES, load_suite
 from agenttrace.runtime.tools import run_tool
+from agenttrace.testing import ScriptedModel
 
 MIN_TASKS = 20
 
 
+def agent_tools(suite, workdir) -> dict:
+    """The tools of the agent the suite builds (a suite with an agent of its own has its own)."""
+    return suite.build_agent(ScriptedModel([], FakeClock()), Telemetry(), workdir=workdir).tools
+
+
 @pytest.mark.parametrize("name", list(SUITES))
-def test_every_suite_has_enough_checkable_tasks_for_its_tools(name):
+def test_every_suite_has_enough_checkable_tasks_for_its_tools(name, tmp_path):
     suite = load_suite(name)
-    tools = {t.name: t for t in suite.tools()}
+    tools = agent_tools(suite, tmp_path)
     assert len(suite.tasks) >= MIN_TASKS
     for task in suite.tasks:
         assert task.suite == name, task.id
@@ -49,12 +56,12 @@ def test_multilingual_covers_french_german_spanish_and_chinese():
     assert all(re.search(r"[\u4e00-\u9fff]", p) for p in zh)
 
 
-def test_expected_first_calls_really_produce_what_the_task_needs():
+def test_expected_first_calls_really_produce_what_the_task_needs(tmp_path):
     """Running each expected first call must work (a typo in a city or unit would make a task
     impossible); for one-call tasks its result must contain the expected answer."""
     for name in SUITES:
         suite = load_suite(name)
-        tools = {t.name: t for t in suite.tools()}
+        tools = agent_tools(suite, tmp_path / name)
         for task in suite.tasks:
             call = task.expected_call
             if call is None or not call.arguments or not set(tools[call.tool].parameters.get("required", ())) <= set(call.arguments):
@@ -72,3 +79,27 @@ def test_code_suite_answers_come_from_the_shop_data():
     assert str(run_query("SELECT COUNT(*) FROM orders WHERE month = '2025-03'")["rows"][0][0]) == next(
         t.expected_answer for t in suite.tasks if t.id == "code-sql-march-orders")
     assert run_query("SELECT name FROM products ORDER BY price DESC LIMIT 1")["rows"][0][0] == "monitor"
+
+
+def test_long_horizon_needs_memory_documents_and_delegation(tmp_path):
+    """Each kind of task the issue asks for, with enough of each; a document task's two documents
+    fill the default compaction budget of the bundled model (90% of 8,192 positions, less the reply)."""
+    from agenttrace.examples.tools.documents import DOCUMENTS
+    from agenttrace.runtime.compaction import default_budget
+
+    tasks = load_suite("long_horizon").tasks
+    kinds = {k: [t for t in tasks if t.expected_call.tool in tools] for k, tools in
+             {"memory": ("recall", "remember"), "documents": ("read_document",),
+              "delegation": ("delegate", "delegate_parallel")}.items()}
+    assert len(tasks) >= 20 and all(len(v) >= 5 for v in kinds.values())
+    assert sum(t.expected_call.tool == "delegate_parallel" for t in tasks) >= 3
+    assert sum(t.expected_call.tool == "remember" for t in tasks) >= 3  # memory written during the task
+    budget = default_budget(8192, 128)
+    for task in kinds["documents"]:
+        names = re.findall(r"\b([a-z]+-[a-z0-9]+)\b", task.prompt)
+        docs = [DOCUMENTS / f"{n}.txt" for n in names if (DOCUMENTS / f"{n}.txt").exists()]
+        assert docs, task.id
+        fact = task.expected_answer.casefold()
+        assert any(fact in d.read_text().casefold() for d in docs), task.id
+        if len(docs) >= 2:  # about 4.5 characters a token: two documents pass the budget
+            assert sum(len(d.read_text()) for d in docs) / 4.5 > budget * 0.9, task.id

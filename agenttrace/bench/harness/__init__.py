@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agenttrace.bench.harness.options import (
     ARMS,
+    OPT_IN_SUITES,
     SCENARIOS,
     SUITES,
     HarnessOptions,
@@ -52,7 +53,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
     unset = argparse.SUPPRESS
 
     a = p.add_argument
-    a("--suites", type=_names, default=unset, help=f"comma-separated (default: {','.join(SUITES)})")
+    a("--suites", type=_names, default=unset,
+      help=f"comma-separated (default: {','.join(SUITES)}; also {','.join(OPT_IN_SUITES)}: memory, compaction, "
+      "delegation)")
     a("--arms", type=_names, default=unset,
       help=f"comma-separated, the first is the baseline (default: {','.join(ARMS)}; also prompt_lookup_fixed, "
       "early_exit_fixed, the trained heads eagle, eagle_tree, medusa, lookup_eagle, and each under the "

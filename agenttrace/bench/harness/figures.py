@@ -16,7 +16,7 @@ from agenttrace.bench.harness.arms import decoding
 from agenttrace.bench.harness.records import TaskRecord
 from agenttrace.report import report_from_files
 from agenttrace.report.compare import FIGURES
-from agenttrace.report.model import Distribution, TaskFigures
+from agenttrace.report.model import Distribution, StageTimes, TaskFigures
 from agenttrace.report.runs import run_figures
 from agenttrace.report.stats import (
     RatioEstimate,
@@ -68,6 +68,13 @@ class ArmFigures:
     peak_gpu_bytes: int | None
     energy_j_per_task: float | None
     power_w: float | None
+    # where task time went by stage (report/stages.py) and what long tasks did (issue 16)
+    stages: StageTimes = field(default_factory=StageTimes)
+    compactions: int = 0
+    reprefill_tokens: int = 0
+    reprefill_s: float = 0.0
+    sub_agents: int = 0
+    loops_detected: int = 0
 
     @property
     def correctness_rate(self) -> float | None:
@@ -169,6 +176,8 @@ def arm_figures(suite: str, arm: str, traced: list[TaskFigures], recs: list[Task
         peak_rss_bytes=_max(r.peak_rss_bytes for r in recs), peak_gpu_bytes=_max(r.peak_gpu_bytes for r in recs),
         energy_j_per_task=sum(energy) / len(recs) if has_energy else None,  # type: ignore[arg-type]
         power_w=sum(energy) / wall if has_energy and wall > 0 else None,  # type: ignore[arg-type]
+        stages=run.stages, compactions=run.compactions, reprefill_tokens=run.reprefill_tokens,
+        reprefill_s=run.reprefill_s, sub_agents=run.sub_agents, loops_detected=run.loops_detected,
     )
 
 

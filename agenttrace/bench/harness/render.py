@@ -16,7 +16,7 @@ from agenttrace.bench.harness.figures import MIN_SAMPLES, ArmFigures, BenchFigur
 from agenttrace.bench.harness.options import HarnessOptions
 from agenttrace.generation.models import weights_label
 from agenttrace.bench.harness.records import Manifest, ScenarioResult
-from agenttrace.report.model import Distribution
+from agenttrace.report.model import STAGE_FIELDS, Distribution
 
 
 @dataclass
@@ -113,6 +113,31 @@ def quality_table(figs: BenchFigures) -> TextTable:
                             "unconstrained arms comes from the constraint, not from speculation."])
 
 
+def stages_table(figs: BenchFigures) -> TextTable | None:
+    """Where task time went by stage, per suite and arm, for suites whose agents remember,
+    compact or delegate (None when none did)."""
+    arms = [a for a in figs.arms if a.stages.memory or a.stages.compaction or a.stages.delegation_overhead
+            or a.sub_agents or a.compactions]
+    if not arms:
+        return None
+    rows = [[a.suite, a.arm, str(a.tasks), *(_pct(a.stages.share(f)) for f in STAGE_FIELDS),
+             _pair(a.ttvtc), _pair(a.correct_action), str(a.compactions),
+             f"{a.reprefill_tokens} ({a.reprefill_s:.1f} s)", str(a.sub_agents), str(a.loops_detected)]
+            for a in arms]
+    return TextTable(
+        "Where task time went, by stage (share of the tasks' critical paths)",
+        ["suite", "arm", "task runs", "generation", "tool", "memory", "compaction", "delegation overhead", "other",
+         "TTVTC s", "correct action s", "compactions", "re-prefilled tokens", "sub-agent runs", "loops stopped"],
+        rows,
+        ["Stages are read off each task's critical path and sum to its time. Compaction counts the compact_context "
+         "span whole, the generation that wrote its summary included; its second cost is the next generation's "
+         "prefill of the tokens the cached prefix no longer covers (re-prefilled tokens, and their share of that "
+         "prefill's measured time). In a task that delegates, the sub-agents' time goes to its stages and the "
+         "coordinator's own time, memory aside, is delegation overhead: time in the coordinator not spent waiting "
+         "for a sub-agent. TTVTC and correct action: p50 / p95 over task runs."],
+    )
+
+
 def versus_table(figs: BenchFigures) -> TextTable:
     rows = []
     for v in figs.versus:
@@ -141,7 +166,9 @@ def scenario_tables(results: list[ScenarioResult]) -> list[TextTable]:
 def all_tables(figs: BenchFigures, scenarios: list[ScenarioResult], opts: HarnessOptions) -> list[TextTable]:
     tables = []
     if figs.arms:
-        tables += [headline(figs, opts), latency_table(figs), quality_table(figs), versus_table(figs)]
+        tables += [headline(figs, opts), latency_table(figs), quality_table(figs)]
+        stages = stages_table(figs)
+        tables += ([stages] if stages is not None else []) + [versus_table(figs)]
     return tables + scenario_tables(scenarios)
 
 
@@ -197,7 +224,7 @@ def report_markdown(figs: BenchFigures, scenarios: list[ScenarioResult], opts: H
            f"for every task (seed {opts.seed})",
            "- Arms: " + "; ".join(f"{a} ({describe_arm(a, opts)})" for a in opts.arms),
            f"- Every arm: prefix cache {'on, ' + str(opts.prefix_cache_mb) + ' MiB per arm' if opts.prefix_cache_mb else 'off'}, "
-           f"greedy, {opts.max_tokens} tokens per generation, {opts.task_deadline_s:g} s per task, "
+           f"greedy, {opts.max_tokens} tokens per generation (more where a suite's agent asks for more), {opts.task_deadline_s:g} s per task, "
            f"torch threads: {opts.threads or 'torch default'}; weights: {weights_label(opts.dtype, opts.quantize)}"
            + ("; compiled decode path (torch.compile, static KV cache)" if opts.compiled else "")
            + (" (quality changes against an fp32 run of the same tasks come from quantization, not speculation)"

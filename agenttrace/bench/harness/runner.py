@@ -116,7 +116,7 @@ def task_record(task: Task, result: TaskResult, *, repeat: int, suite: str, arm:
 
 
 # -- the output folder ---------------------------------------------------------------------
-_OURS = ("manifest.json", "records.jsonl", "report.md", "summary.json", "traces", "scenarios")
+_OURS = ("manifest.json", "records.jsonl", "report.md", "summary.json", "traces", "scenarios", "memory")
 
 
 def open_output(opts: HarnessOptions, *, fresh: bool, machine: str, command: str) -> Manifest:
@@ -184,14 +184,20 @@ class SuiteRunner:
 
     def _config(self, suite: Suite, arm: str):
         cfg = replace(arm_config(arm, suite.config), deadline_s=self.opts.task_deadline_s,
-                      params=replace(suite.config.params, max_tokens=self.opts.max_tokens))
+                      # a suite whose calls are longer (delegating two sub-tasks) keeps its larger budget
+                      params=replace(suite.config.params, max_tokens=max(self.opts.max_tokens,
+                                                                         suite.config.params.max_tokens)))
         return replace(cfg, max_steps=self.opts.max_steps) if self.opts.max_steps else cfg
 
     def warm_up(self, task: Task, suite: Suite) -> None:
         """One untimed run per arm, so no arm's first call (allocations, lazy set-up) is measured."""
         for arm, model in self.models.items():
             suite.build_agent(model, Telemetry(service_name=SERVICE_NAME, clock=self.clock),
-                              config=self._config(suite, arm)).run(task)
+                              config=self._config(suite, arm), workdir=self._workdir(arm)).run(task)
+
+    def _workdir(self, arm: str) -> Path:
+        """Where an arm's agents keep their files (a memory store), in the output folder."""
+        return self.opts.out / "memory" / arm
 
     def run_chunk(self, chunk: Chunk, tick: Tick) -> list[TaskRecord]:
         out, suite = self.opts.out, self.suites[chunk.suite]
@@ -202,7 +208,8 @@ class SuiteRunner:
             )
             for arm in self.opts.arms
         }
-        agents = {arm: suite.build_agent(self.models[arm], telemetry[arm], config=self._config(suite, arm))
+        agents = {arm: suite.build_agent(self.models[arm], telemetry[arm], config=self._config(suite, arm),
+                                         workdir=self._workdir(arm))
                   for arm in self.opts.arms}
         records = []
         try:
