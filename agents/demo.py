@@ -145,7 +145,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None, clock: Clock | N
             detail=opts.detail,  # type: ignore[arg-type]
             metrics=opts.metrics,
         )
-        config = replace(suite.config, constrained=opts.constrained)
+        config = replace(suite.config, constrained=opts.constrained or suite.config.constrained)
         # an agent with memory keeps its file beside the trace: traces/demo-<time>[-arm]/memory.sqlite
         agents[arm] = suite.build_agent(_model_for(arm, loaded, opts, console), telemetry[arm], config=config,
                                         workdir=opts.trace_dir / f"demo-{stamp}{suffix}")

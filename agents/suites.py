@@ -32,7 +32,6 @@ from agenttrace import (
     load_tasks,
 )
 from agenttrace.examples.agents.long_horizon import CONFIG as LONG_HORIZON_CONFIG
-from agenttrace.examples.agents.long_horizon import EXAMPLES as LONG_HORIZON_EXAMPLES
 from agenttrace.examples.agents.long_horizon import build_long_horizon_agent
 from agenttrace.examples.tools import default_tools
 from agenttrace.examples.tools.sql import sql
@@ -51,13 +50,14 @@ class Suite:
     examples: tuple[Example, ...] = EXAMPLES
     config: AgentConfig = DEFAULT_CONFIG
     tasks: list[Task] = field(default_factory=list, compare=False, repr=False)
-    # an agent of its own instead of the reference one: (model, telemetry, config, workdir) -> Agent
+    # agents of its own instead of the reference one: (model, telemetry, config, workdir) -> what runs a task
     builder: Callable[..., Agent] | None = field(default=None, compare=False, repr=False)
 
     def build_agent(self, model: ChatModel, telemetry: Telemetry, *, config: AgentConfig | None = None,
                     workdir: Path | None = None) -> Agent:
         """The agent for this suite over `model`, recording to `telemetry`; `workdir` is the run's
-        folder, where an agent with memory keeps its file (a temporary folder when None)."""
+        folder, where an agent with memory keeps its file (a temporary folder when None). A suite
+        with several agents returns them behind one `run(task)` (each task names its agent)."""
         if self.builder is not None:
             return self.builder(model, telemetry, config or self.config, workdir=workdir)
         return Agent(model, self.tools(), telemetry=telemetry, examples=self.examples, config=config or self.config)
@@ -83,7 +83,7 @@ SUITES: dict[str, Suite] = {
         Suite("multilingual", "multilingual.jsonl", "requests in French, German, Spanish and Chinese"),
         Suite(
             "long_horizon", "long_horizon.jsonl", "memory, long documents that compact the context, delegation",
-            config=LONG_HORIZON_CONFIG, examples=LONG_HORIZON_EXAMPLES, builder=build_long_horizon_agent,
+            config=LONG_HORIZON_CONFIG, builder=build_long_horizon_agent,
         ),
     )
 }

@@ -293,7 +293,14 @@ def test_the_decision_schema_is_the_parse_envelope_with_each_tools_schema():
                                 "required": ["expression"], "additionalProperties": False})
     schema = decision_schema([calc], 40)
     call, answer = schema["anyOf"]
-    assert list(call["properties"]) == ["tool", "arguments"] and call["properties"]["arguments"] is calc.parameters
+    assert list(call["properties"]) == ["tool", "arguments"]
+    # the tool's schema, its free strings bounded like the answer (the grammar's copy only)
+    args = call["properties"]["arguments"]
+    assert args["properties"]["expression"] == {"type": "string", "maxLength": 40}
+    assert {k: v for k, v in args.items() if k != "properties"} == {k: v for k, v in calc.parameters.items()
+                                                                    if k != "properties"}
+    assert "maxLength" not in calc.parameters["properties"]["expression"]
+    assert decision_schema([calc])["anyOf"][0]["properties"]["arguments"] is calc.parameters  # no budget: as it is
     assert answer["properties"]["answer"]["maxLength"] == 40
     assert len(decision_schema([calc], answer=False)["anyOf"]) == 1
     assert decision_constraint([calc], 48) == decision_constraint([calc], 48)  # one cache key per tool set
@@ -326,6 +333,42 @@ def test_a_dead_end_is_a_parse_error_with_its_reason():
     (attempt,) = result.steps[0].attempts
     assert attempt.outcome is sc.AttemptOutcome.PARSE_ERROR and "dead end" in attempt.error
     assert attempt.mistake.error_type == "grammar_dead_end"
+
+
+class RecordingConstrainer(ScriptedModel):
+    """A scripted model that can constrain: it records the constraint of every call."""
+
+    seen: list
+
+    def prepare_constraint(self, constraint):
+        return None
+
+    def chat(self, messages, params, *, cancel=None):
+        self.seen = getattr(self, "seen", []) + [params.constraint]
+        return super().chat(messages, params, cancel=cancel)
+
+
+def test_a_first_step_that_must_call_a_tool_decodes_under_the_grammar_of_a_call():
+    tel, _ = capture_telemetry(FakeClock())
+    tool = _tool("t", {"type": "object"})
+    model = RecordingConstrainer(['{"tool": "t", "arguments": {}}', '{"answer": "done"}'], tel.clock)
+    result = Agent(model, [tool], telemetry=tel, config=AgentConfig(first_step="tool")).run("go")
+    assert result.outcome is sc.TaskOutcome.COMPLETED
+    first, second = model.seen
+    assert first == decision_constraint([tool], 128, answer=False)  # a call, no answer allowed
+    assert second is None  # later steps decode as configured (unconstrained here)
+
+
+def test_a_first_step_that_must_call_a_tool_refuses_an_answer_where_the_model_cannot_constrain():
+    tel, _ = capture_telemetry(FakeClock())
+    model = ScriptedModel(['{"answer": "from my own weights"}', '{"tool": "t", "arguments": {}}', '{"answer": "ok"}'],
+                          tel.clock)
+    result = Agent(model, [_tool("t", {"type": "object"})], telemetry=tel,
+                   config=AgentConfig(first_step="tool")).run("go")
+    refused, called = result.steps[0].attempts
+    assert refused.outcome is sc.AttemptOutcome.PARSE_ERROR and refused.mistake.error_type == "tool_required"
+    assert "call a tool first" in model.calls[1][-1].content  # what the model was told
+    assert called.outcome is sc.AttemptOutcome.OK and result.outcome is sc.TaskOutcome.COMPLETED
 
 
 @pytest.mark.model

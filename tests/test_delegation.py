@@ -18,8 +18,7 @@ from agenttrace.testing import ScriptedModel, capture_telemetry, spans_by_name
 from tests.test_agent import CALL, weather_tool
 
 DELEGATE = '{"tool": "delegate", "arguments": {"agent": "weather_expert", "task": "Weather in Paris?"}}'
-BOTH = ('{"tool": "delegate_parallel", "arguments": {"tasks": [{"agent": "weather_expert", "task": "Paris?"}, '
-        '{"agent": "math_expert", "task": "17*23?"}]}}')
+BOTH = '{"tool": "delegate_parallel", "arguments": {"weather_expert": "Paris?", "math_expert": "17*23?"}}'
 ANSWER = '{"answer": "Light rain in Paris."}'
 
 

@@ -4,6 +4,7 @@ suite gives the agent."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -16,20 +17,29 @@ MIN_TASKS = 20
 
 
 def agent_tools(suite, workdir) -> dict:
-    """The tools of the agent the suite builds (a suite with an agent of its own has its own)."""
-    return suite.build_agent(ScriptedModel([], FakeClock()), Telemetry(), workdir=workdir).tools
+    """The tools of the agents the suite builds (a suite with agents of its own has their tools;
+    with several, each task's own agent is checked in the test below)."""
+    # (a scripted model cannot constrain decoding: the tools are the same either way)
+    config = replace(suite.config, constrained=False)
+    built = suite.build_agent(ScriptedModel([], FakeClock()), Telemetry(), config=config, workdir=workdir)
+    agents = getattr(built, "agents", {None: built})
+    return {name: agent.tools for name, agent in agents.items()}
+
+
+def tools_for(task, tools_by_agent) -> dict:
+    return tools_by_agent[task.agent] if task.agent is not None else next(iter(tools_by_agent.values()))
 
 
 @pytest.mark.parametrize("name", list(SUITES))
 def test_every_suite_has_enough_checkable_tasks_for_its_tools(name, tmp_path):
     suite = load_suite(name)
-    tools = agent_tools(suite, tmp_path)
+    by_agent = agent_tools(suite, tmp_path)
     assert len(suite.tasks) >= MIN_TASKS
     for task in suite.tasks:
         assert task.suite == name, task.id
         assert task.expected_call is not None or task.expected_answer is not None, task.id
         if task.expected_call is not None:
-            tool = tools[task.expected_call.tool]
+            tool = tools_for(task, by_agent)[task.expected_call.tool]
             # listed arguments are a valid subset of the tool's arguments
             props = tool.parameters["properties"]
             assert set(task.expected_call.arguments) <= set(props), task.id
@@ -61,9 +71,10 @@ def test_expected_first_calls_really_produce_what_the_task_needs(tmp_path):
     impossible); for one-call tasks its result must contain the expected answer."""
     for name in SUITES:
         suite = load_suite(name)
-        tools = agent_tools(suite, tmp_path / name)
+        by_agent = agent_tools(suite, tmp_path / name)
         for task in suite.tasks:
             call = task.expected_call
+            tools = tools_for(task, by_agent)
             if call is None or not call.arguments or not set(tools[call.tool].parameters.get("required", ())) <= set(call.arguments):
                 continue
             result = str(run_tool(tools[call.tool], call.arguments))
@@ -89,7 +100,7 @@ def test_long_horizon_needs_memory_documents_and_delegation(tmp_path):
 
     tasks = load_suite("long_horizon").tasks
     kinds = {k: [t for t in tasks if t.expected_call.tool in tools] for k, tools in
-             {"memory": ("recall", "remember"), "documents": ("read_document",),
+             {"memory": ("recall", "remember"), "documents": ("read_documents",),
               "delegation": ("delegate", "delegate_parallel")}.items()}
     assert len(tasks) >= 20 and all(len(v) >= 5 for v in kinds.values())
     assert sum(t.expected_call.tool == "delegate_parallel" for t in tasks) >= 3

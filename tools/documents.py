@@ -1,4 +1,4 @@
-"""Read a whole document: the long observations that fill an agent's context (the long-horizon
+"""Read whole documents: the long observations that fill an agent's context (the long-horizon
 suite's reports, logs and notes under `data/documents/`)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 from agenttrace import Tool, ToolError
 
 DOCUMENTS = Path(__file__).parent / "data" / "documents"
-RESULT_CHARS = 20_000  # a document is shown whole: that is what makes the context grow
+MAX_DOCUMENTS = 2  # per call: two of the suite's documents nearly fill the bundled model's context
+RESULT_CHARS = 40_000  # the documents are shown whole: that is what makes the context grow
 
 
 def document_names(folder: Path = DOCUMENTS) -> list[str]:
@@ -16,20 +17,26 @@ def document_names(folder: Path = DOCUMENTS) -> list[str]:
 
 
 def make_document_reader(folder: Path = DOCUMENTS) -> Tool:
-    """`read_document(name)`: the text of `folder/name.txt`, one of the names it lists."""
+    """`read_documents(names)`: the text of `folder/<name>.txt` for each name (one or two of the
+    names it lists), each under a heading with its name."""
     names = document_names(folder)
 
-    def read_document(name: str) -> str:
-        path = folder / f"{name}.txt"
-        if name not in names or not path.is_file():
-            raise ToolError(f"no document {name!r}; the documents are {', '.join(names)}")
-        return path.read_text(encoding="utf-8")
+    def read_documents(names: list[str]) -> str:
+        parts = []
+        for name in names:
+            path = folder / f"{name}.txt"
+            if not path.is_file():
+                raise ToolError(f"no document {name!r}; the documents are {', '.join(document_names(folder))}")
+            parts.append(f"=== {name} ===\n{path.read_text(encoding='utf-8')}")
+        return "\n".join(parts)
 
     return Tool(
-        "read_document",
-        "Read a document in full by its name.",
-        {"type": "object", "properties": {"name": {"type": "string", "enum": names}}, "required": ["name"],
-         "additionalProperties": False},
-        read_document,
+        "read_documents",
+        "Read one or two documents in full by their names.",
+        {"type": "object",
+         "properties": {"names": {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1,
+                                  "maxItems": MAX_DOCUMENTS}},
+         "required": ["names"], "additionalProperties": False},
+        read_documents,
         result_chars=RESULT_CHARS,
     )

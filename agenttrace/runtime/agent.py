@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from agenttrace import semconv as sc
-from agenttrace.errors import ContextTooLong, GenerationCancelled, ModelMistake, ParseError
+from agenttrace.errors import ConstraintUnavailable, ContextTooLong, GenerationCancelled, ModelMistake, ParseError
 from agenttrace.generation.chat import (
     CancelToken,
     ChatModel,
@@ -85,6 +85,11 @@ class AgentConfig:
     # Decode every reply under the grammar of a decision (runtime/grammar.py): one of the tools
     # with schema-valid arguments, or an answer. Validation still runs on what comes out.
     constrained: bool = False
+    # "tool": the first step must call a tool (as tool_choice "required" does for one request):
+    # decoded under the grammar of a call, no answer allowed, where the model can constrain; on
+    # other models an answer there is a mistake the model is told about. For agents whose small
+    # models answer from their own weights what they should have looked up or delegated.
+    first_step: Literal["auto", "tool"] = "auto"
     # Memory (an Agent given a MemoryStore): whether the runtime recalls on its own before a step
     # ("task_start": once, with the request; "every_step": before each step, with the request and
     # the latest result; "off": only the model's `recall` calls), how many facts, and whose
@@ -152,6 +157,9 @@ class Agent:
             if why:
                 _log.warning("agent %s decodes unconstrained: its tools' grammar does not compile (%s)", config.name, why)
             self.params = replace(config.params, constraint=constraint)
+        self._first_params = self.params  # what step 1 decodes with
+        if config.first_step == "tool":
+            self._first_params = self._call_required(model, tools, config)
         self.model = traced_model(model, telemetry=self.telemetry)
         self.compactor = Compactor(config.compaction, self.model, model, self.params.max_tokens) \
             if config.compaction is not None else None
@@ -159,6 +167,20 @@ class Agent:
         warm_up(self.tools.values())  # a process-isolated tool's worker starts now, not in the first call
         self.examples = list(examples)
         self.config = config
+
+    def _call_required(self, model: ChatModel, tools: Sequence[Tool], config: AgentConfig) -> GenerationParams:
+        """Step 1's parameters when it must call a tool: the grammar of a call where the model can
+        constrain (else the plain parameters: `_parse` refuses an answer there)."""
+        constraint = decision_constraint(tools, config.params.max_tokens, answer=False)
+        try:
+            why = prepare_constraint(model, constraint)
+        except ConstraintUnavailable:
+            return self.params
+        if why:
+            _log.warning("agent %s: the grammar of a call does not compile (%s); an answer in step 1 is refused "
+                         "instead", config.name, why)
+            return self.params
+        return replace(self.params, constraint=constraint)
 
     # -- task ------------------------------------------------------------------------------
     def run(self, task: Task | str, *, cancel: CancelToken | None = None, delegated: bool = False,
@@ -302,9 +324,11 @@ class Agent:
         record = AttemptRecord(i, Outcome.OK)
         try:
             with attempt_span(telemetry=self.telemetry):
-                record.generation = self.model.chat(convo, self.params, cancel=cancel)
+                params = self._first_params if step.index == 1 else self.params
+                record.generation = self.model.chat(convo, params, cancel=cancel)
                 record.text = record.generation.text
-                decision = self._parse(record.text, task, result, record.generation)
+                decision = self._parse(record.text, task, result, record.generation, call_required=step.index == 1
+                                       and self.config.first_step == "tool")
                 if isinstance(decision, ToolCall):
                     tool = self.tools[decision.tool]
                     self._validate(tool, decision, task, result)
@@ -336,13 +360,17 @@ class Agent:
             if result.first_decision_correct is None:
                 result.first_decision_correct = correct
 
-    def _parse(self, text: str, task: Task, result: TaskResult, gen: Generation) -> ToolCall | FinalAnswer:
+    def _parse(self, text: str, task: Task, result: TaskResult, gen: Generation, *,
+               call_required: bool = False) -> ToolCall | FinalAnswer:
         with parse_span(telemetry=self.telemetry) as p:
             dead_end = gen.constrain.dead_end if gen.constrain is not None else None
             if dead_end:  # the output stopped where the grammar allowed nothing: say so, not "cut off"
                 raise ParseError(f"the constrained decoder reached a dead end ({dead_end}). Reply with one JSON object.",
                                  error_type="grammar_dead_end", summary="the grammar allowed no next token")
             decision = parse_decision(text, self.tools.keys())  # a ParseError fails the parse span
+            if call_required and isinstance(decision, FinalAnswer):
+                raise ParseError(f"call a tool first (one of {', '.join(self.tools)}); answer after its result.",
+                                 error_type="tool_required", summary="an answer where a tool call was required")
             if isinstance(decision, FinalAnswer):  # the answer is the decision; its moment is now
                 if p is not None:
                     p.final_answer(decision.text)

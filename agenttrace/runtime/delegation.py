@@ -1,7 +1,8 @@
 """Delegation: a coordinator agent hands sub-tasks to specialist sub-agents through tools.
 
     delegate           one sub-task to one specialist; the coordinator waits for its answer
-    delegate_parallel  two or more sub-tasks at once; the coordinator waits for all (a join)
+    delegate_parallel  a sub-task for every specialist at once (an argument per specialist: its
+                       sub-task); the coordinator waits for all (a join)
 
 Each sub-agent run is an `invoke_agent {name}` span (segment delegation) under the coordinator's
 `execute_tool delegate...` span, in the same trace: the context is carried into the threads the
@@ -150,8 +151,9 @@ def _invoke(sub: SubAgent, task_id: str, text: str, cancel: CancelToken) -> str:
 
 
 def delegation_tools(subagents: Sequence[SubAgent], *, parallel: bool = True, grace_s: float = 5.0) -> list[Tool]:
-    """`delegate` (and `delegate_parallel` when `parallel`) over `subagents`. Each tool's timeout
-    covers the longest deadline plus `grace_s` for a cancelled run to stop."""
+    """`delegate` (and, with two or more sub-agents and `parallel`, `delegate_parallel`) over
+    `subagents`. Each tool's timeout covers the longest deadline plus `grace_s` for each
+    cancelled run to stop."""
     if not subagents:
         raise ValueError("delegation needs at least one sub-agent")
     by_name = {s.name: s for s in subagents}
@@ -159,9 +161,8 @@ def delegation_tools(subagents: Sequence[SubAgent], *, parallel: bool = True, gr
         raise ValueError(f"sub-agent names must be unique, got {[s.name for s in subagents]}")
     names = list(by_name)
     roster = "; ".join(f"{s.name}: {s.description}" for s in subagents)
-    most = max(2, len(names) * 2)  # sub-tasks one parallel call may hand out
     # each run may overstay its deadline by a grace while it is cancelled, one after another
-    timeout = max(s.deadline_s for s in subagents) + grace_s * (most + 1)
+    timeout = max(s.deadline_s for s in subagents) + grace_s * (len(names) + 1)
     item = {"type": "object", "properties": {"agent": {"type": "string", "enum": names},
                                              "task": {"type": "string", "minLength": 1}},
             "required": ["agent", "task"], "additionalProperties": False}
@@ -169,9 +170,9 @@ def delegation_tools(subagents: Sequence[SubAgent], *, parallel: bool = True, gr
     def delegate(agent: str, task: str) -> str:
         return _Pending(by_name[agent], task, current_cancel()).wait(grace_s)
 
-    def delegate_parallel(tasks: list[dict[str, str]]) -> str:
+    def delegate_parallel(**tasks: str) -> str:
         parent = current_cancel()
-        pending = [_Pending(by_name[t["agent"]], t["task"], parent) for t in tasks]  # all start, then the join
+        pending = [_Pending(by_name[name], task, parent) for name, task in tasks.items()]  # all start, then the join
         lines, failed = [], 0
         for p in pending:
             try:
@@ -185,11 +186,14 @@ def delegation_tools(subagents: Sequence[SubAgent], *, parallel: bool = True, gr
 
     tools = [Tool("delegate", f"Hand a sub-task to a specialist and wait for its answer. Specialists: {roster}",
                   item, delegate, timeout_s=timeout, isolation="thread")]
-    if parallel:
+    if parallel and len(names) >= 2:
+        # flat, one argument per specialist with its sub-task, all of them: small models keep
+        # nested lists of objects balanced far less often than a flat object, and a grammar
+        # engine (llguidance) bounds an object's size only when every listed key is required
         tools.append(Tool(
-            "delegate_parallel", "Hand two or more sub-tasks to specialists at once and wait for all answers.",
-            {"type": "object", "properties": {"tasks": {"type": "array", "items": item, "minItems": 2,
-                                                        "maxItems": most}},
-             "required": ["tasks"], "additionalProperties": False},
+            "delegate_parallel", "Hand a sub-task to every specialist at once and wait for all answers: "
+            "each argument is a specialist's name and its sub-task.",
+            {"type": "object", "properties": {n: {"type": "string", "minLength": 1} for n in names},
+             "required": names, "additionalProperties": False},
             delegate_parallel, timeout_s=timeout, isolation="thread"))
     return tools

@@ -26,7 +26,7 @@ def decision_schema(tools: Sequence[Tool], answer_max_chars: int | None = None, 
     calls = [
         {
             "type": "object",
-            "properties": {"tool": {"const": t.name}, "arguments": t.parameters},
+            "properties": {"tool": {"const": t.name}, "arguments": _bounded(t.parameters, answer_max_chars)},
             "required": ["tool", "arguments"],
             "additionalProperties": False,
         }
@@ -39,6 +39,34 @@ def decision_schema(tools: Sequence[Tool], answer_max_chars: int | None = None, 
         "additionalProperties": False,
     }
     return {"anyOf": [*calls, final] if answer else calls}
+
+
+def _bounded(schema: Any, chars: int | None) -> Any:
+    """`schema` with every free string (no enum, const or pattern) bounded to at most `chars`, for
+    the grammar only: a small model that misses a string's closing quote otherwise writes inside
+    the string until its budget runs out (`"17*23}} - Calculate ...`), and the call never closes.
+    Validation still checks the tool's own schema."""
+    if chars is None:
+        return schema
+    if isinstance(schema, list):
+        return [_bounded(s, chars) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for k, v in schema.items():
+        if k in _MAPS and isinstance(v, dict):
+            out[k] = {name: _bounded(sub, chars) for name, sub in v.items()}
+        else:
+            out[k] = _bounded(v, chars) if k in _NESTED else v
+    if out.get("type") == "string" and not {"enum", "const", "pattern"} & out.keys():
+        out["maxLength"] = min(chars, out.get("maxLength", chars))
+    return out
+
+
+# keywords whose value is a schema (or a list of them), and those whose value maps names to schemas
+_NESTED = frozenset({"items", "anyOf", "oneOf", "allOf", "prefixItems", "additionalProperties", "not", "if", "then",
+                     "else"})
+_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 
 
 def schema_source(schema: Any) -> str:

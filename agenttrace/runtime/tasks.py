@@ -36,6 +36,9 @@ class Task(BaseModel):
     # A substring the final answer must contain (case-insensitive) to count as correct.
     expected_answer: str | None = None
     suite: str = "tool_calls"
+    # Which of its suite's agents the task is for, when the suite has several (a coordinator, a
+    # reader, ...); None: the suite's one agent.
+    agent: str | None = None
 
 
 def _normal(value: Any) -> Any:
