@@ -149,6 +149,17 @@ def task_notes(task: TaskFigures) -> list[str]:
                      + (" (* steps inferred from the spans' order, SPANS.md)" if any(s.inferred for s in task.steps) else ""))
     if task.absent:
         notes.append("n/a: " + ", ".join(task.absent) + " (no span of this trace's instrumentation records them)")
+    st = task.stages
+    if task.compactions:
+        again = "" if task.reprefill_tokens is None else (
+            f"; then {task.reprefill_tokens} prompt tokens prefilled again ({1e3 * (task.reprefill_s or 0):.0f} ms)")
+        notes.append(f"compaction: {task.compactions}x, {1e3 * st.compaction:.0f} ms between steps, the summary's "
+                     f"generation included{again}")
+    if task.sub_agents:
+        notes.append(f"delegation: {task.sub_agents} sub-agent run(s), inside the steps above; the coordinator's own "
+                     f"time (not waiting for a sub-agent) {1e3 * st.delegation_overhead:.0f} ms")
+    if st.memory or st.compaction or st.delegation_overhead:
+        notes.append("by stage: " + stage_line(st))
     return notes
 
 
