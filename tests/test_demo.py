@@ -27,3 +27,25 @@ def test_demo_writes_a_trace_whose_report_adds_up(tmp_path, capsys, bundled):
     # greedy: speculation must not change a single output
     assert outcome.identical_outputs
     assert [len(r) for r in outcome.results.values()] == [2, 2]
+
+
+@pytest.mark.model
+def test_the_long_horizon_demo_reports_memory_compaction_and_delegation(tmp_path, capsys, bundled):
+    """Its first three tasks on the bundled model (about 90 s on 2 cores): a fact from memory, a
+    delegation, and two documents that pass the compaction budget."""
+    outcome = run_demo(DemoOptions(suite="long_horizon", tasks=3, arms=("speculative",), trace_dir=tmp_path))
+    out = capsys.readouterr().out
+    assert "by stage (critical path)" in out and "compaction" in out
+    (trace,) = tmp_path.glob("demo-*.jsonl")
+    assert (tmp_path / trace.stem / "memory.sqlite").is_file()  # the memory file beside the trace
+    report = report_from_files([str(trace)])
+    assert report.problems == [] and len(report.tasks) == 3
+    mem, deleg, docs = report.tasks
+    assert (mem.agent, deleg.agent, docs.agent) == ("assistant", "coordinator", "reader")
+    assert mem.segments.memory > 0  # the runtime's own recall at least
+    assert deleg.sub_agents >= 1 and deleg.stages.delegation_overhead > 0
+    assert docs.compactions == 1 and docs.stages.compaction > 0.5 * docs.wall_s
+    assert docs.reprefill_tokens is not None
+    for task in report.tasks:
+        assert task.stages.total() == pytest.approx(task.wall_s, rel=1e-6)
+    assert len(outcome.results["speculative"]) == 3
