@@ -281,24 +281,33 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
     return TaskAnalysis(figures, acceptance)
 
 
-def partial_tasks(tree: SpanTree) -> list[TaskAnalysis]:
-    """Tasks rebuilt from step spans whose agent span is missing, one per trace."""
+def orphan_steps(tree: SpanTree) -> list[list[SpanRecord]]:
+    """Per trace (in the order their first orphaned step came), its step spans whose agent span
+    is missing, by start."""
     by_trace: dict[str, list[SpanRecord]] = defaultdict(list)
     for s in tree.orphans:
         if s.segment == sc.Segment.STEP:
             by_trace[s.trace_id].append(s)
-    out = []
     for steps in by_trace.values():
         steps.sort(key=lambda s: s.start_ns)
-        start, end = steps[0].start_ns, max(s.end_ns for s in steps)
-        memo: dict[int, Breakdown] = {}
-        total = Breakdown()
-        for st in steps:
-            memo.update(breakdowns(tree, st))
-            total.add(memo[id(st)])
-        total.ns[_OTHER] += max(0, (end - start) - sum(s.duration_ns for s in steps))  # gaps between steps: other
-        out.append(_assemble(tree, steps[0], steps, memo, total, start, end, partial=True, waterfall=False))
-    return out
+    return list(by_trace.values())
+
+
+def partial_task(tree: SpanTree, steps: list[SpanRecord]) -> TaskAnalysis:
+    """A task rebuilt from one trace's orphaned step spans (sorted by start)."""
+    start, end = steps[0].start_ns, max(s.end_ns for s in steps)
+    memo: dict[int, Breakdown] = {}
+    total = Breakdown()
+    for st in steps:
+        memo.update(breakdowns(tree, st))
+        total.add(memo[id(st)])
+    total.ns[_OTHER] += max(0, (end - start) - sum(s.duration_ns for s in steps))  # gaps between steps: other
+    return _assemble(tree, steps[0], steps, memo, total, start, end, partial=True, waterfall=False)
+
+
+def partial_tasks(tree: SpanTree) -> list[TaskAnalysis]:
+    """Tasks rebuilt from step spans whose agent span is missing, one per trace."""
+    return [partial_task(tree, steps) for steps in orphan_steps(tree)]
 
 
 def _inside_agent(tree: SpanTree, span: SpanRecord) -> bool:
@@ -310,10 +319,14 @@ def _inside_agent(tree: SpanTree, span: SpanRecord) -> bool:
     return False
 
 
+def agent_roots(tree: SpanTree) -> list[SpanRecord]:
+    """The tasks' agent spans (agents inside no other agent), by start (ties: input order)."""
+    return sorted((s for s in tree.by_id.values() if s.segment == sc.Segment.AGENT and not _inside_agent(tree, s)),
+                  key=lambda s: s.start_ns)
+
+
 def analyse(tree: SpanTree, *, waterfalls: int = 0) -> list[TaskAnalysis]:
     """Every task in the tree, in start order: agent spans, then partial tasks. The first
     `waterfalls` tasks carry their spans for a waterfall chart."""
-    agents = sorted((s for s in tree.by_id.values() if s.segment == sc.Segment.AGENT and not _inside_agent(tree, s)),
-                    key=lambda s: s.start_ns)
-    tasks = [task_figures(tree, a, waterfall=i < waterfalls) for i, a in enumerate(agents)]
+    tasks = [task_figures(tree, a, waterfall=i < waterfalls) for i, a in enumerate(agent_roots(tree))]
     return tasks + partial_tasks(tree)

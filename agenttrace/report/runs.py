@@ -3,7 +3,10 @@ p50/p95/p99 and counts across tasks, steps and generations (SPANS.md)."""
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
+
+import numpy as np
 
 from agenttrace import semconv as sc
 from agenttrace.report.figures import TaskAnalysis
@@ -24,6 +27,16 @@ from agenttrace.report.whatif import whatifs
 
 def _ratio(num: float, den: float) -> float | None:
     return num / den if den else None
+
+
+_SEGMENT_VALUES = operator.attrgetter(*SEGMENT_FIELDS)
+
+
+def _step_segments(steps: list) -> SegmentDistributions:
+    """Each segment's distribution across steps, from one table of steps x segments (a column
+    per segment: gathered once, not once per segment)."""
+    table = np.array([_SEGMENT_VALUES(s.segments) for s in steps], dtype=float).reshape(len(steps), len(SEGMENT_FIELDS))
+    return SegmentDistributions(**{f: distribution(table[:, i]) for i, f in enumerate(SEGMENT_FIELDS)})
 
 
 def _stages(tasks: list[TaskFigures]) -> StageTimes:
@@ -73,8 +86,7 @@ def run_figures(tasks: list[TaskFigures], label: str | None = None) -> RunFigure
         tokens_per_s=distribution(g.tokens_per_s for g in gens),
         decode_s_per_token=distribution(g.decode_s_per_token for g in gens),
         acceptance_rate=distribution(g.acceptance_rate for g in gens if g.method != "none"),
-        step_segments=SegmentDistributions(
-            **{f: distribution(s.segments.__dict__[f] for s in steps) for f in SEGMENT_FIELDS}),
+        step_segments=_step_segments(steps),
         segments=segs,
         retry_s=sum(t.retry_s for t in tasks),
         retry_segments=retry,

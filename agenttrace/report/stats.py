@@ -21,10 +21,13 @@ Verdict = Literal["gain", "regression", "noise", "n/a"]
 _BLOCK_VALUES = 4_000_000
 
 
-def distribution(values: Iterable[float | None]) -> Distribution:
+def distribution(values: Iterable[float | None] | np.ndarray) -> Distribution:
     """p50 and p95 (linear interpolation between order statistics, numpy's default), p99 only
     with 100 samples or more (SPANS.md), with the count, mean, min and max; None values skipped."""
-    xs = np.fromiter((v for v in values if v is not None), dtype=float)
+    if isinstance(values, np.ndarray):  # a column already gathered (no None in it)
+        xs = values
+    else:
+        xs = np.fromiter((v for v in values if v is not None), dtype=float)
     if xs.size == 0:
         return Distribution(count=0)
     p50, p95, p99 = np.percentile(xs, [50, 95, 99])

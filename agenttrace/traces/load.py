@@ -105,7 +105,7 @@ def load_file(path: Path, spans: list[SpanRecord], problems: list[str]) -> None:
     read: list[SpanRecord] = []
     for n, doc, problem in _documents(path):
         where = f"{path}:{n}"
-        if doc is None:
+        if problem is not None:  # (a line that is JSON `null` is a document: refused below, saying why)
             problems.append(f"{where}: {problem}")
             continue
         try:

@@ -78,11 +78,14 @@ class SpanRecord:
     links: Sequence[tuple[str, str]] = field(default_factory=list)  # (trace_id, span_id)
     source: str = ""  # "file:line" it came from, for messages
     scope: str = ""  # the instrumentation scope's name (which library wrote it), "" if unknown
+    # `agenttrace.segment` when it is a string, else None: read on every visit of every report
+    # pass, so kept rather than looked up (set from the attributes; `attributes` is only ever
+    # replaced through `dataclasses.replace` or `checked`, which set it again)
+    segment: str | None = field(init=False, default=None, compare=False, repr=False)
 
-    @property
-    def segment(self) -> str | None:
+    def __post_init__(self) -> None:
         value = self.attributes.get(sc.SEGMENT)
-        return value if isinstance(value, str) else None
+        self.segment = value if isinstance(value, str) else None
 
     @property
     def duration_ns(self) -> int:
@@ -222,6 +225,7 @@ def checked(spans: list[SpanRecord], problems: list[str]) -> list[SpanRecord]:
         typed = typed_of(attrs, types, s, problems)
         if typed is not attrs:
             s.attributes = typed
+            s.__post_init__()
         if s.events:
             s.events = _checked_events(s.events, s, problems)
         res = s.resource
