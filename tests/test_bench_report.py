@@ -33,3 +33,19 @@ def test_synthetic_trace_reads_back_as_its_tasks(tmp_path):
     assert {t.run_label for t in report.tasks} == {"baseline", "speculative"}
     assert all(t.outcome == "completed" and not t.partial for t in report.tasks)
     assert report.run.steps_with_retry > 0 and report.run.speculation.rounds > 0
+
+
+def test_the_benchmark_prints_one_record_per_size_and_path(capsys):
+    """`bench report --json`: today's one pass, the fast stream and ClickHouse (over chdb), each
+    in a fresh process, as records of the issue's keys."""
+    import pytest
+
+    from agenttrace.cli import main
+
+    pytest.importorskip("chdb")
+    assert main(["bench", "report", "--spans", "1500", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["path"] for r in records] == ["legacy", "fast", "clickhouse"]
+    assert all(set(r) == {"spans", "path", "load_s", "analyse_s", "peak_mb"} for r in records)
+    assert len({r["spans"] for r in records}) == 1 and records[0]["spans"] >= 1500
+    assert all(r["load_s"] > 0 and r["analyse_s"] > 0 and r["peak_mb"] > 0 for r in records)

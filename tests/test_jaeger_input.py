@@ -113,3 +113,71 @@ def test_bad_options_are_refused_before_any_request(capsys):
     assert "--service" in capsys.readouterr().err
     with pytest.raises(ValueError, match="lookback"):
         parse_lookback("soon")
+
+
+def _trace_at(i: int, start_us: int) -> dict:
+    trace = agent_trace_jaeger()
+    tid = f"{i:032x}"
+    trace["traceID"] = tid
+    for s in trace["spans"]:
+        s["traceID"] = tid
+        s["startTime"] = start_us + (int(s["startTime"]) - 1_000_000)
+        for r in s["references"]:
+            r["traceID"] = tid
+        for t in s["tags"]:
+            if t["key"] == "agenttrace.task.id":
+                t["value"] = f"task-{i}"
+    return trace
+
+
+class _ManyTraces(BaseHTTPRequestHandler):
+    """A Jaeger holding 10 traces a minute apart that answers searches as Jaeger does: the newest
+    `limit` traces with a span in [start, end]."""
+
+    queries: list[dict] = []
+    now_us = 1_800_000_000 * 10**6
+    traces = [(1_800_000_000 * 10**6 - (10 - i) * 60 * 10**6, i) for i in range(10)]
+
+    def do_GET(self):  # noqa: N802
+        q = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(self.path).query))
+        type(self).queries.append(q)
+        hits = sorted((t for t in self.traces if int(q["start"]) <= t[0] <= int(q["end"])), reverse=True)
+        data = [_trace_at(i, t) for t, i in hits[: int(q["limit"])]]
+        body = json.dumps({"data": data, "errors": None}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_large_results_are_read_page_by_page_in_time_windows():
+    from agenttrace.report.build import report_jaeger
+    from agenttrace.traces.jaeger_input import jaeger_pages
+
+    server = HTTPServer(("127.0.0.1", 0), _ManyTraces)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        query = JaegerQuery(url, "svc", lookback="1h", limit=0)
+        problems: list[str] = []
+        seen = []
+        pages = list(jaeger_pages(query, problems, page_traces=3, now_s=_ManyTraces.now_us / 1e6,
+                                  progress=lambda n, end: seen.append(n)))
+        assert problems == []
+        sizes = [len({s.trace_id for s in p}) for p in pages]
+        assert max(sizes) <= 3 and sum(sizes) == 10  # never more than a page held, every trace once
+        assert len({s.trace_id for p in pages for s in p}) == 10 and seen[-1] == 10
+        assert all(int(q["limit"]) <= 3 for q in _ManyTraces.queries)
+        ends = [int(q["end"]) for q in _ManyTraces.queries]
+        assert ends == sorted(ends, reverse=True)  # walking back in time
+        _ManyTraces.queries.clear()
+        import time as _t
+
+        _ManyTraces.traces = [(int(_t.time() * 1e6) - (10 - i) * 60 * 10**6, i) for i in range(10)]  # (now: the report's)
+        report = report_jaeger(JaegerQuery(url, "svc", lookback="1h", limit=7), page_traces=3)
+        assert len(report.tasks) == 7 and {t.task_id for t in report.tasks} == {f"task-{i}" for i in range(3, 10)}
+    finally:
+        server.shutdown()

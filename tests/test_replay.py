@@ -138,7 +138,7 @@ def test_export_command_to_a_dead_endpoint_exits_1_with_the_reason(recorded, cap
 
 def test_export_command_usage_errors(recorded, capsys):
     assert main(["export", str(recorded)]) == 2
-    assert "--otlp [URL] and/or --jaeger-json OUT" in capsys.readouterr().err
+    assert "--otlp [URL], --jaeger-json OUT and/or --clickhouse URL" in capsys.readouterr().err
     assert main(["export", "nope.jsonl", "--otlp"]) == 2
     assert "no such file or folder: nope.jsonl" in capsys.readouterr().err
 

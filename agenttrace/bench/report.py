@@ -4,7 +4,9 @@ speculative generations with per-round events, parse / validation / tool / netwo
 parallel tool calls), written as our exporter writes them (OTLP/JSON, 512 spans per line), then
 loads and analyses each in a fresh process and prints the sizes side by side.
 
-Target (issue 4): 1,000,000 spans in <= 60 s and <= 2 GB peak memory.
+Each path in a fresh process, side by side (issue 17): `legacy` is today's one pass, `fast` the
+stream of whole traces, `clickhouse` the same traces read back from the exporter's table over chdb.
+Targets (issue 17): 1,000,000 spans end to end in <= 15 s and <= 1 GB peak memory.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from pathlib import Path
 from agenttrace import semconv as sc
 
 BATCH = 512  # spans per line, as the BatchSpanProcessor exports them
-TARGET_S_PER_MILLION = 60.0
-TARGET_MB = 2048.0
+TARGET_S_PER_MILLION = 15.0
+TARGET_MB = 1024.0
 # the synthetic agent, its model and its one tool
 _AGENT, _MODEL, _TOOL = "bench", "bench-model", "weather"
 
@@ -35,6 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spans", type=int, nargs="+", default=[100_000, 1_000_000], help="trace sizes to measure")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--keep", metavar="DIR", help="keep the generated traces in DIR")
+    p.add_argument("--paths", default=",".join(PATHS),
+                   help="comma-separated: legacy (today's one pass), fast (the stream of whole traces), clickhouse (the "
+                        "same traces from ClickHouse's exporter table, over chdb) (default: all three)")
+    p.add_argument("--json", action="store_true",
+                   help='print a list of records {"spans", "path", "load_s", "analyse_s", "peak_mb"}')
     p.set_defaults(func=run)
 
 
@@ -215,69 +222,171 @@ def generate(path: Path, spans: int, seed: int = 0) -> int:
     return w.count
 
 
-def measure(path: str) -> dict[str, float]:
-    """Load and analyse one trace file in this process: seconds per phase and peak RSS."""
-    from agenttrace.report.build import build_report
-    from agenttrace.traces.load import load_spans
+PATHS = ("legacy", "fast", "clickhouse")
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    loaded = load_spans([path])
-    t1 = time.perf_counter()
-    report = build_report(loaded.spans, [path], loaded.problems)
-    t2, c2 = time.perf_counter(), time.process_time()
+
+def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
+    """Load and analyse one trace in this process by one path: seconds of each phase, peak RSS.
+
+    legacy: today's one pass (load every span, then analyse the tree). fast: the stream of whole
+    traces (traces/stream.py), its reading timed apart from the analysis of each batch. clickhouse:
+    the same traces read back from `store` (a chdb folder the parent filled), SQL and rows timed
+    as the load."""
+    from agenttrace.report.batched import ReportBuilder
+
+    if mode == "legacy":
+        from agenttrace.report.build import build_report
+        from agenttrace.traces.load import load_spans
+
+        t0 = time.perf_counter()
+        loaded = load_spans([path])
+        t1 = time.perf_counter()
+        report = build_report(loaded.spans, [path], loaded.problems)
+        load_s, analyse_s = t1 - t0, time.perf_counter() - t1
+        spans = len(loaded.spans)
+    else:
+        from agenttrace.traces.stream import no_gc
+
+        problems: list[str] = []
+        builder = ReportBuilder()
+        if mode == "fast":
+            from agenttrace.traces.stream import stream_traces
+
+            batches = (b for b in stream_traces([path], problems))
+            add = lambda b: builder.add(b.spans, b.seq)  # noqa: E731
+            sources = [path]
+        else:
+            from agenttrace.traces.clickhouse import ClickHouseQuery, connect, read_traces
+
+            assert store is not None
+            query = ClickHouseQuery(store, "otel_traces")
+            batches = read_traces(connect(store), query, problems)
+            add = builder.add
+            sources = [query.describe()]
+        load_s = analyse_s = 0.0
+        with no_gc():
+            while True:
+                t0 = time.perf_counter()
+                batch = next(batches, None)
+                t1 = time.perf_counter()
+                load_s += t1 - t0
+                if batch is None:
+                    break
+                add(batch)
+                analyse_s += time.perf_counter() - t1
+            t1 = time.perf_counter()
+            report = builder.report(sources, problems)
+            analyse_s += time.perf_counter() - t1
+        spans = builder.spans
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    return {"spans": len(loaded.spans), "tasks": len(report.tasks), "load_s": t1 - t0, "analyse_s": t2 - t1,
-            "cpu_s": c2 - c0, "peak_mb": peak_mb, "problems": len(report.problems)}
+    return {"spans": spans, "tasks": len(report.tasks), "load_s": load_s, "analyse_s": analyse_s, "peak_mb": peak_mb,
+            "problems": len(report.problems)}
+
+
+def fill_store(path: str, store: str) -> int:
+    """Export a trace file into a chdb folder with the exporter's schema (not measured)."""
+    from agenttrace.traces.clickhouse import connect
+    from agenttrace.traces.clickhouse_export import export_spans
+    from agenttrace.traces.otlp_file import iter_spans
+
+    problems: list[str] = []
+    return export_spans(connect(store), "otel_traces", (s for line in iter_spans([path], problems) for s in line))
 
 
 @dataclass
 class Row:
     spans: int
+    path: str
     file_mb: float
     tasks: int
     load_s: float
     analyse_s: float
     peak_mb: float
-    cpu_s: float
+
+
+def _child(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "agenttrace.bench.report", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown:
+        raise SystemExit(f"agenttrace bench report: unknown path(s) {', '.join(unknown)}; choose from {', '.join(PATHS)}")
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="agenttrace-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
-    console = Console(width=max(150, Console().width))
+    # progress on stderr: with --json, stdout carries only the records
+    console = Console(width=max(150, Console().width), stderr=args.json)
     for n in args.spans:
         path = folder / f"synthetic-{n}.jsonl"
         t0 = time.perf_counter()
         written = generate(path, n, args.seed)
         console.print(f"generated {written} spans ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
-        proc = subprocess.run([sys.executable, "-m", "agenttrace.bench.report", str(path)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            console.print(f"[red]measuring {path} failed:[/]\n{proc.stderr[-3000:]}")
-            return 1
-        m = json.loads(proc.stdout.strip().splitlines()[-1])
-        rows.append(Row(int(m["spans"]), path.stat().st_size / 1e6, int(m["tasks"]), m["load_s"], m["analyse_s"], m["peak_mb"], m["cpu_s"]))
+        store = None
+        if "clickhouse" in paths:
+            store = f"chdb:{folder / f'chdb-{n}'}"
+            t0 = time.perf_counter()
+            filled = _child("--fill", str(path), store)["rows"]
+            console.print(f"exported {filled} spans into {store} (the exporter's table) in {time.perf_counter() - t0:.1f} s")
+        for mode in paths:
+            try:
+                m = _child(str(path), mode, *([store] if mode == "clickhouse" and store else []))
+            except RuntimeError as exc:
+                console.print(f"[red]measuring {path} ({mode}) failed:[/]\n{exc}")
+                return 1
+            rows.append(Row(int(m["spans"]), mode, path.stat().st_size / 1e6, int(m["tasks"]), m["load_s"], m["analyse_s"],
+                            m["peak_mb"]))
+            console.print(f"  {mode}: {m['load_s'] + m['analyse_s']:.1f} s, {m['peak_mb']:.0f} MB peak")
         if not args.keep:
             os.remove(path)
-    table = Table(title="load and analyse a trace (fresh process per size; target: 1M spans in <= 60 s, <= 2 GB)",
-                  title_justify="left")
-    for col in ("spans", "file MB", "tasks", "load s", "analyse s", "total s", "CPU s", "us/span", "peak MB",
-                "time / target", "memory / target"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for r in rows:
-        total = r.load_s + r.analyse_s
-        scale = r.spans / 1e6
-        table.add_row(f"{r.spans:,}", f"{r.file_mb:.0f}", f"{r.tasks:,}", f"{r.load_s:.1f}", f"{r.analyse_s:.1f}", f"{total:.1f}", f"{r.cpu_s:.1f}",
-                      f"{1e6 * total / r.spans:.1f}", f"{r.peak_mb:.0f}", f"{total / (TARGET_S_PER_MILLION * scale):.2f}",
-                      f"{r.peak_mb / TARGET_MB:.2f}" if r.spans >= 1_000_000 else "-")
-    console.print(table)
+            if store:
+                import shutil
+
+                shutil.rmtree(store.removeprefix("chdb:"), ignore_errors=True)
+    if args.json:
+        print(json.dumps([{"spans": r.spans, "path": r.path, "load_s": round(r.load_s, 3), "analyse_s": round(r.analyse_s, 3),
+                           "peak_mb": round(r.peak_mb, 1)} for r in rows], indent=2))
+    else:
+        _table(console, rows, Table)
     if not args.keep:
-        folder.rmdir()
+        shutil_rmtree(folder)
     return 0
 
 
+def shutil_rmtree(folder: Path) -> None:
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _table(console, rows: list[Row], table_type) -> None:
+    table = table_type(title=f"load and analyse a trace, each path in a fresh process (targets: 1M spans in <= "
+                             f"{TARGET_S_PER_MILLION:g} s and <= {TARGET_MB:g} MB)", title_justify="left")
+    for col in ("spans", "path", "file MB", "tasks", "load s", "analyse s", "total s", "us/span", "peak MB",
+                "vs legacy", "time / target", "memory / target"):
+        table.add_column(col, justify="right" if col != "path" else "left", no_wrap=True)
+    legacy = {r.spans: r.load_s + r.analyse_s for r in rows if r.path == "legacy"}
+    for r in rows:
+        total = r.load_s + r.analyse_s
+        scale = r.spans / 1e6
+        base = legacy.get(r.spans)
+        table.add_row(f"{r.spans:,}", r.path, f"{r.file_mb:.0f}", f"{r.tasks:,}", f"{r.load_s:.1f}", f"{r.analyse_s:.1f}",
+                      f"{total:.1f}", f"{1e6 * total / r.spans:.1f}", f"{r.peak_mb:.0f}",
+                      f"{base / total:.2f}x" if base and r.path != "legacy" else "-",
+                      f"{total / (TARGET_S_PER_MILLION * scale):.2f}",
+                      f"{r.peak_mb / TARGET_MB:.2f}" if r.spans >= 1_000_000 else "-")
+    console.print(table)
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure(sys.argv[1])))
+    if sys.argv[1] == "--fill":
+        print(json.dumps({"rows": fill_store(sys.argv[2], sys.argv[3])}))
+    else:
+        print(json.dumps(measure(sys.argv[1], sys.argv[2], *sys.argv[3:4])))

@@ -1,4 +1,5 @@
-"""`agenttrace export`: replay trace files to an OTLP collector or Jaeger, or write Jaeger JSON.
+"""`agenttrace export`: replay trace files to an OTLP collector or Jaeger, write Jaeger JSON, or
+insert them into the OpenTelemetry Collector ClickHouse exporter's table.
 
 Exit status: 0 when what could be read was delivered (lines that could not be read are listed
 on stderr, as `report` does); 1 when the endpoint was unreachable or refused a batch; 2 for a
@@ -40,6 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="give up on a batch after this long, retries with backoff included (default 10)",
     )
     export.add_argument("--jaeger-json", metavar="OUT", help="write Jaeger's JSON model to OUT ('-': stdout)")
+    export.add_argument(
+        "--clickhouse", metavar="URL",
+        help="insert the spans into the OpenTelemetry Collector ClickHouse exporter's table (created if absent): "
+        "http(s)://[user:password@]host[:port][/database], or chdb:FOLDER",
+    )
+    export.add_argument("--table", default="otel_traces", help="with --clickhouse: the table (default otel_traces)")
     export.set_defaults(func=run)
 
 
@@ -48,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     from agenttrace.traces.otlp_file import read_spans
     from agenttrace.traces.replay import ReplayError, replay_spans
 
-    if args.otlp is None and args.jaeger_json is None:
-        print("agenttrace export: say where to: --otlp [URL] and/or --jaeger-json OUT", file=sys.stderr)
+    if args.otlp is None and args.jaeger_json is None and args.clickhouse is None:
+        print("agenttrace export: say where to: --otlp [URL], --jaeger-json OUT and/or --clickhouse URL", file=sys.stderr)
         return 2
     if args.batch_size < 1:
         print(f"agenttrace export: --batch-size must be at least 1, not {args.batch_size}", file=sys.stderr)
@@ -79,6 +86,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jaeger_json is not None:
         _write_jaeger_json(recorded.spans, args.jaeger_json, what, say)
+    if args.clickhouse is not None:
+        from agenttrace.traces.clickhouse import ClickHouseError, connect
+        from agenttrace.traces.clickhouse_export import export_spans
+
+        try:
+            rows = export_spans(connect(args.clickhouse), args.table, recorded.spans)
+        except ClickHouseError as exc:
+            print(f"agenttrace export: {exc}", file=sys.stderr)
+            return 1
+        print(f"inserted {rows} spans ({len(recorded.trace_ids)} traces) into {args.clickhouse} {args.table}", file=say)
     if endpoint is not None:
         url, protocol = endpoint
         try:

@@ -1,5 +1,6 @@
 """The input options `agenttrace report` and `agenttrace compare` share: trace files and folders,
-or a running Jaeger's query API (`--jaeger URL --service NAME ...`)."""
+a running Jaeger's query API (`--jaeger URL --service NAME ...`), and (report) a ClickHouse table
+(`--clickhouse URL --table otel_traces ...`)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,56 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--jaeger", metavar="URL", help="a Jaeger query service, e.g. http://localhost:16686")
     g.add_argument("--service", help="the service whose traces to read (required with --jaeger)")
     g.add_argument("--lookback", default="1h", help="how far back to look, e.g. 30m, 2h, 1d (default 1h)")
-    g.add_argument("--limit", type=int, default=20, help="at most this many traces (default 20)")
+    g.add_argument("--limit", type=int, default=20, help="at most this many traces (default 20; 0: all in the lookback)")
     g.add_argument("--operation", help="only traces with this root operation")
+    g.add_argument("--page-traces", type=int, default=100,
+                   help="traces per request when reading more than that: time windows walked back from now, one "
+                        "page of spans held at a time (default 100)")
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """--clickhouse URL [--table otel_traces] [--since 2h] [--until ...] [--service NAME]."""
+    g = parser.add_argument_group("ClickHouse (the OpenTelemetry Collector exporter's table) instead of files")
+    g.add_argument("--clickhouse", metavar="URL",
+                   help="http(s)://[user:password@]host[:port][/database] (the official client), or chdb:FOLDER "
+                        "(ClickHouse's engine in this process)")
+    g.add_argument("--table", default="otel_traces", help="the traces table (default otel_traces)")
+    g.add_argument("--since", help="traces with a span from this time on: a lookback (30m, 2h, 1d) or an ISO time")
+    g.add_argument("--until", help="... and before this time (a lookback or an ISO time; default: now)")
+    g.add_argument("--batch-traces", type=int, default=500, help="traces read and analysed at a time (default 500)")
+
+
+def _time_ns(text: str, now_s: float) -> int:
+    """A lookback (`2h`) back from now, or an ISO 8601 time (UTC when it names no zone)."""
+    from datetime import datetime, timezone
+
+    try:
+        return int((now_s - parse_lookback(text)) * 1e9)
+    except ValueError:
+        pass
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InputError(f"{text!r}: expected a lookback (30m, 2h, 1d) or an ISO time (2026-12-02T10:00)") from exc
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return int(t.timestamp() * 1e9)
+
+
+def clickhouse_query(args: argparse.Namespace):
+    """The ClickHouseQuery the options ask for, or None without --clickhouse."""
+    if not getattr(args, "clickhouse", None):
+        return None
+    import time
+
+    from agenttrace.traces.clickhouse import ClickHouseQuery
+
+    if args.batch_traces < 1:
+        raise InputError(f"--batch-traces must be at least 1, not {args.batch_traces}")
+    now = time.time()
+    return ClickHouseQuery(args.clickhouse, args.table, since_ns=_time_ns(args.since, now) if args.since else None,
+                           until_ns=_time_ns(args.until, now) if args.until else None, service=args.service,
+                           batch_traces=args.batch_traces)
 
 
 def jaeger_query(args: argparse.Namespace) -> JaegerQuery | None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 FORMATS = ("terminal", "markdown", "json", "html")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from agenttrace.commands.options import add_input_options
+    from agenttrace.commands.options import add_input_options, add_store_options
 
     report = sub.add_parser(
         "report", help="per-step latency report of traces (OTLP/JSON or Jaeger JSON files, or Jaeger's query API)")
@@ -21,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="html: how many tasks get a waterfall chart to choose from (default 50)")
     report.add_argument("--json-schema", action="store_true", help="print the JSON schema of --format json and exit")
     add_input_options(report)
+    add_store_options(report)
     report.set_defaults(func=run)
 
 
@@ -43,28 +45,76 @@ def nothing_usable(loaded, sources: list[str]) -> str | None:
     return f"nothing to report from {', '.join(sources)}: {why}{more}"
 
 
+def _report(args: argparse.Namespace):
+    """The report of what the options name, or the line saying why there is nothing to report.
+    Files stream as whole traces (fast, bounded memory) unless the HTML page wants waterfalls or
+    Jaeger's traces join them; Jaeger alone and ClickHouse are read page by page."""
+    from agenttrace.commands.options import clickhouse_query, jaeger_query
+    from agenttrace.report.build import report_clickhouse, report_from_load, report_jaeger, report_streamed
+    from agenttrace.traces.clickhouse import ClickHouseError
+    from agenttrace.traces.load import InputError, load_inputs
+
+    store = clickhouse_query(args)
+    jaeger = jaeger_query(args)
+    if store is not None:
+        if args.paths or jaeger is not None:
+            raise InputError("--clickhouse reads one source: leave out the files and --jaeger")
+        try:
+            report = report_clickhouse(store)
+        except ClickHouseError as exc:
+            raise InputError(str(exc)) from exc
+        return report if report.tasks or _spans(report) else f"no traces in {store.describe()}" + _first(report)
+    if jaeger is not None and not args.paths and args.format != "html":
+        def progress(traces: int, end_us: int) -> None:
+            if traces > args.page_traces:
+                print(f"jaeger: {traces} traces read", file=sys.stderr)
+
+        report = report_jaeger(jaeger, page_traces=args.page_traces, progress=progress)
+        return report if _spans(report) else f"nothing to report from {jaeger.url}" + _first(report)
+    if jaeger is None and args.format != "html":
+        if not args.paths:
+            raise InputError("name trace files or folders, --jaeger URL --service NAME, or --clickhouse URL")
+        missing = [p for p in args.paths if not Path(p).exists()]
+        if missing:
+            raise InputError(f"no such file or folder: {', '.join(missing)}")
+        report = report_streamed(args.paths)
+        return report if _spans(report) else f"nothing to report from {', '.join(args.paths)}" + _first(report)
+    loaded, sources = load_inputs(args.paths, jaeger)
+    empty = nothing_usable(loaded, sources)
+    if empty is not None:
+        return empty
+    return report_from_load(loaded, sources, waterfalls=args.waterfalls if args.format == "html" else 0)
+
+
+def _spans(report) -> int:
+    return sum(i.spans for i in report.inputs)
+
+
+def _first(report) -> str:
+    """`: the first problem (and N more problems)`, as `nothing_usable` says it."""
+    if not report.problems:
+        return ": no spans in them"
+    more = f" (and {len(report.problems) - 1} more problems)" if len(report.problems) > 1 else ""
+    return f": {report.problems[0]}{more}"
+
+
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from agenttrace.commands.options import jaeger_query
-    from agenttrace.report.build import report_from_load
     from agenttrace.report.model import Report
-    from agenttrace.traces.load import InputError, load_inputs
+    from agenttrace.traces.load import InputError
 
     if args.json_schema:
         print(json.dumps(Report.model_json_schema(), indent=2))
         return 0
     try:
-        loaded, sources = load_inputs(args.paths, jaeger_query(args))
+        report = _report(args)
     except InputError as exc:
         print(f"agenttrace report: {exc}", file=sys.stderr)
         return 2
-    empty = nothing_usable(loaded, sources)
-    if empty is not None:
-        print(f"agenttrace report: {empty}", file=sys.stderr)
+    if isinstance(report, str):  # nothing usable: the one line that says why
+        print(f"agenttrace report: {report}", file=sys.stderr)
         return 2
-    waterfalls = args.waterfalls if args.format == "html" else 0
-    report = report_from_load(loaded, sources, waterfalls=waterfalls)
     if args.format == "json":
         write_output(report.model_dump_json(indent=2), args.output)
     elif args.format == "markdown":

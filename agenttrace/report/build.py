@@ -15,7 +15,8 @@ from agenttrace.traces.load import load_spans
 from agenttrace.traces.records import LoadResult, SpanRecord
 from agenttrace.traces.remote import NETWORK_SPLIT
 
-__all__ = ["build_report", "report_from_files", "report_from_load", "report_streamed"]
+__all__ = ["build_report", "report_clickhouse", "report_from_files", "report_from_load", "report_jaeger",
+           "report_streamed"]
 
 
 def build_report(spans: list[SpanRecord], sources: list[str], problems: list[str], *, waterfalls: int = 0) -> Report:
@@ -67,6 +68,39 @@ def report_streamed(paths: list[str], *, lag: int | None = None) -> Report:
         for batch in stream_traces(paths, problems, lag=LAG_LINES if lag is None else lag):
             builder.add(batch.spans, batch.seq)
         return builder.report([str(p) for p in paths], problems)
+
+
+def report_clickhouse(query) -> Report:
+    """The report of the traces a ClickHouse table holds (traces/clickhouse.py: the OpenTelemetry
+    exporter's schema, filters in SQL, whole traces `query.batch_traces` at a time). Raises
+    ClickHouseError when the store is unreachable or the table not the exporter's."""
+    from agenttrace.report.batched import ReportBuilder
+    from agenttrace.traces.clickhouse import connect, read_traces
+    from agenttrace.traces.stream import no_gc
+
+    store = connect(query.url)
+    problems: list[str] = []
+    builder = ReportBuilder()
+    with no_gc():
+        for spans in read_traces(store, query, problems):
+            builder.add(spans)
+        return builder.report([query.describe()], problems)
+
+
+def report_jaeger(query, *, page_traces: int = 100, progress=None) -> Report:
+    """The report of a Jaeger query read page by page (traces/jaeger_input.jaeger_pages): one
+    page of spans held at a time."""
+    from agenttrace.report.batched import ReportBuilder
+    from agenttrace.traces.jaeger_input import jaeger_pages
+    from agenttrace.traces.records import break_cycles, checked
+
+    problems: list[str] = []
+    builder = ReportBuilder()
+    for spans in jaeger_pages(query, problems, page_traces=page_traces, progress=progress):
+        spans = checked(spans, problems)
+        break_cycles(spans, problems)
+        builder.add(spans)
+    return builder.report([query.request_url()], problems)
 
 
 def report_from_load(loaded: LoadResult, sources: list[str], *, waterfalls: int = 0) -> Report:

@@ -63,8 +63,15 @@ class Breakdown:
         return _seconds(self.overlap_ns) if any(self.overlap_ns) else None
 
 
+# One all-zero SegmentTimes for every breakdown that has no time at all (most steps' retry cost):
+# figures are read, never changed, once made, and a report of a million spans holds ~150k of them.
+_ZERO = lean(SegmentTimes())
+
+
 def _seconds(ns: list[int]) -> SegmentTimes:
     # zero fields are left out: they keep the shared default 0.0 object
+    if not any(ns):
+        return _ZERO
     return lean(SegmentTimes(**{name: ns[i] / 1e9 for i, name in enumerate(SEGMENT_FIELDS) if ns[i]}))
 
 
@@ -172,4 +179,6 @@ def sum_segments(items: Iterable[SegmentTimes | None]) -> SegmentTimes:
         d = st.__dict__
         for i, name in enumerate(SEGMENT_FIELDS):
             totals[i] += d[name]
+    if not any(totals):
+        return _ZERO
     return lean(SegmentTimes(**{name: totals[i] for i, name in enumerate(SEGMENT_FIELDS) if totals[i]}))

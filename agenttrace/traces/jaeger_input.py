@@ -22,13 +22,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.traces.jsontext import parse_json
 from agenttrace.traces.records import SPAN_KINDS, EventRecord, LoadResult, SpanRecord
 
-__all__ = ["JaegerQuery", "is_jaeger_document", "query_jaeger", "spans_from_jaeger"]
+__all__ = ["JaegerQuery", "is_jaeger_document", "jaeger_pages", "query_jaeger", "spans_from_jaeger"]
 
 # Jaeger's `span.kind` tag is the OTLP kind's name in lower case.
 _KINDS = {name.lower(): name for name in SPAN_KINDS.values()}
@@ -179,13 +180,12 @@ class JaegerQuery:
 
     def request_url(self, now_s: float | None = None) -> str:
         end_us = int((time.time() if now_s is None else now_s) * 1e6)
-        params = {
-            "service": self.service,
-            "lookback": self.lookback,
-            "limit": str(self.limit),
-            "start": str(end_us - int(parse_lookback(self.lookback) * 1e6)),
-            "end": str(end_us),
-        }
+        return self.window_url(end_us - int(parse_lookback(self.lookback) * 1e6), end_us, self.limit)
+
+    def window_url(self, start_us: int, end_us: int, limit: int) -> str:
+        """The search for at most `limit` traces with a span in [start_us, end_us]."""
+        params = {"service": self.service, "lookback": self.lookback, "limit": str(limit), "start": str(start_us),
+                  "end": str(end_us)}
         if self.operation:
             params["operation"] = self.operation
         return f"{self.url}/api/traces?{urllib.parse.urlencode(params)}"
@@ -200,10 +200,8 @@ def parse_lookback(text: str) -> float:
     return float(text[:-1]) * units[text[-1]]
 
 
-def query_jaeger(query: JaegerQuery) -> LoadResult:
-    """Traces from Jaeger's HTTP query API. An unreachable endpoint or a bad answer is a problem
-    naming the URL (the result is then empty), never an exception."""
-    url = query.request_url()
+def _fetch(url: str, query: JaegerQuery) -> LoadResult:
+    """One search request: its spans, or a problem naming the URL (never an exception)."""
     problems: list[str] = []
     try:
         with urllib.request.urlopen(url, timeout=query.timeout_s) as resp:  # noqa: S310 (the user's URL)
@@ -214,12 +212,62 @@ def query_jaeger(query: JaegerQuery) -> LoadResult:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return LoadResult([], [f"{url}: cannot reach Jaeger ({reason}); is the query service running there? no traces read"])
-
     try:
         doc = parse_json(body)
         spans = spans_from_jaeger(doc, url, problems)
     except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         return LoadResult([], [f"{url}: not a Jaeger /api/traces answer ({type(exc).__name__}: {exc}); no traces read"])
-    if not spans:
-        problems.append(f"{url}: Jaeger returned no traces for service {query.service!r} in the last {query.lookback}")
     return LoadResult(spans, problems)
+
+
+def query_jaeger(query: JaegerQuery) -> LoadResult:
+    """Traces from Jaeger's HTTP query API, in one request (at most `query.limit` traces). An
+    unreachable endpoint or a bad answer is a problem naming the URL (the result is then empty),
+    never an exception. `jaeger_pages` reads larger results page by page."""
+    url = query.request_url()
+    result = _fetch(url, query)
+    if not result.spans and not result.problems:
+        result.problems.append(f"{url}: Jaeger returned no traces for service {query.service!r} in the last "
+                               f"{query.lookback}")
+    return result
+
+
+def jaeger_pages(query: JaegerQuery, problems: list[str], *, page_traces: int = 100, now_s: float | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> Iterator[list[SpanRecord]]:
+    """Whole traces from Jaeger's query API, `page_traces` at a time, up to `query.limit` (0: all
+    in the lookback), newest first. Each request asks for the traces of a time window ending
+    where the last page's oldest trace started; a trace two windows both return is read once.
+    Only one page of spans is held at a time (and the ids of the traces read). `progress(traces,
+    end_us)` after each page. Problems (unreachable, bad answers) name the URL and stop the
+    paging; what was read stays read."""
+    end_us = int((time.time() if now_s is None else now_s) * 1e6)
+    start_us = end_us - int(parse_lookback(query.lookback) * 1e6)
+    seen: set[str] = set()
+    wanted = query.limit if query.limit > 0 else None
+    while wanted is None or len(seen) < wanted:
+        ask = page_traces if wanted is None else min(page_traces, wanted - len(seen))
+        url = query.window_url(start_us, end_us, ask)
+        page = _fetch(url, query)
+        problems += page.problems
+        if page.problems and not page.spans:
+            return  # unreachable, refused, not Jaeger: said; what was read stays read
+        by_trace: dict[str, list[SpanRecord]] = {}
+        for s in page.spans:
+            by_trace.setdefault(s.trace_id, []).append(s)
+        fresh = {t: spans for t, spans in by_trace.items() if t not in seen}
+        if wanted is not None:
+            fresh = dict(list(fresh.items())[: wanted - len(seen)])
+        seen.update(fresh)
+        if fresh:
+            yield [s for spans in fresh.values() for s in spans]
+        if progress is not None:
+            progress(len(seen), end_us)
+        if len(by_trace) < ask:
+            break  # the window held fewer than asked: nothing older is left in the lookback
+        oldest = min(min(s.start_ns for s in spans) for spans in by_trace.values()) // 1000
+        end_us = oldest if fresh else oldest - 1  # a page of only repeats: step past their start
+        if end_us <= start_us:
+            break
+    if not seen:
+        problems.append(f"{query.window_url(start_us, end_us, page_traces)}: Jaeger returned no traces for service "
+                        f"{query.service!r} in the last {query.lookback}")

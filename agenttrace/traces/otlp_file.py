@@ -42,7 +42,7 @@ from agenttrace.traces.load import iter_trace_files
 from agenttrace.traces.otlp_json import MAX_DEPTH, decode_attributes
 from agenttrace.traces.records import MAX_TIME_NS
 
-__all__ = ["RecordedSpan", "RecordedSpans", "read_spans", "spans_from_request"]
+__all__ = ["RecordedSpan", "RecordedSpans", "iter_spans", "read_spans", "spans_from_request"]
 
 # OTLP Span.flags: bits 0-7 are the W3C trace flags; bit 8 says whether bit 9 (parent is remote)
 # is known. The SDK encoders always set bit 8 and derive bit 9 from the parent context.
@@ -285,6 +285,39 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
                 yield n, exc
 
 
+def iter_spans(paths: Iterable[str | os.PathLike[str]], problems: list[str],
+               files: list[Path] | None = None) -> Iterator[list[RecordedSpan]]:
+    """The spans of the given trace files, a line at a time (for exports of large files: one
+    line's spans held at a time). Problems as `read_spans` lists them; `files` gets the files read."""
+    resources: dict[str, Resource] = {}
+    for path in iter_trace_files(paths):
+        if not path.is_file():
+            problems.append(f"{path}: no such file")
+            continue
+        if files is not None:
+            files.append(path)
+        for n, obj in _lines(path):
+            where = f"{path}:{n}"
+            if isinstance(obj, JSONError):
+                problems.append(f"{where}: {obj}; line skipped")
+                continue
+            if not isinstance(obj, dict):
+                problems.append(f"{where}: not an OTLP ExportTraceServiceRequest object; line skipped")
+                continue
+            notes: list[str] = []
+            try:
+                spans = list(spans_from_request(obj, resources, notes))  # all of a line, or none
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+                text = str(exc)
+                problems.append(f"{where}: malformed OTLP span data ({type(exc).__name__}: "
+                                f"{text[:200] + '...' if len(text) > 200 else text}); line skipped")
+                continue
+            if notes:
+                problems.append(f"{where}: {len(notes)} attribute value(s) nested deeper than {MAX_DEPTH} "
+                                "levels; cut there")
+            yield spans
+
+
 def read_spans(paths: Iterable[str | os.PathLike[str]]) -> RecordedSpans:
     """All spans of the given trace files (or `*.jsonl`/`*.json` files in given folders).
 
@@ -292,29 +325,6 @@ def read_spans(paths: Iterable[str | os.PathLike[str]]) -> RecordedSpans:
     skipped; everything else is read.
     """
     out = RecordedSpans()
-    resources: dict[str, Resource] = {}
-    for path in iter_trace_files(paths):
-        if not path.is_file():
-            out.problems.append(f"{path}: no such file")
-            continue
-        out.files.append(path)
-        for n, obj in _lines(path):
-            where = f"{path}:{n}"
-            if isinstance(obj, JSONError):
-                out.problems.append(f"{where}: {obj}; line skipped")
-                continue
-            if not isinstance(obj, dict):
-                out.problems.append(f"{where}: not an OTLP ExportTraceServiceRequest object; line skipped")
-                continue
-            notes: list[str] = []
-            try:
-                out.spans.extend(list(spans_from_request(obj, resources, notes)))  # all of a line, or none
-            except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
-                text = str(exc)
-                out.problems.append(f"{where}: malformed OTLP span data ({type(exc).__name__}: "
-                                    f"{text[:200] + '...' if len(text) > 200 else text}); line skipped")
-                continue
-            if notes:
-                out.problems.append(f"{where}: {len(notes)} attribute value(s) nested deeper than {MAX_DEPTH} "
-                                    "levels; cut there")
+    for spans in iter_spans(paths, out.problems, out.files):
+        out.spans.extend(spans)
     return out
