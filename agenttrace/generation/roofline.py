@@ -127,15 +127,25 @@ class RooflineMeter:
         return Roofline(phases, peaks.matmul_gflop_s * 1e9, peaks.read_gb_s * 1e9, peaks.device)
 
 
-def merge(phases: Iterable[RooflinePhase]) -> list[RooflinePhase]:
-    """Phases of several generations summed by name (the report's view of a trace)."""
-    sums: dict[str, list[float]] = {}
+def add_phases(sums: dict[str, list[float]], phases: Iterable[RooflinePhase]) -> None:
+    """Adds phases into `sums` by name (passes, rows, FLOPs, bytes, seconds)."""
     for p in phases:
         s = sums.setdefault(p.phase, [0, 0, 0.0, 0.0, 0.0])
         for i, v in enumerate((p.passes, p.rows, p.flops, p.bytes, p.seconds)):
             s[i] += v
+
+
+def phases_of(sums: dict[str, list[float]]) -> list[RooflinePhase]:
+    """The phases of `sums`, in phase order."""
     return [RooflinePhase(n, int(s[0]), int(s[1]), s[2], s[3], s[4])
             for n, s in sorted(sums.items(), key=lambda kv: phase_order(kv[0]))]
+
+
+def merge(phases: Iterable[RooflinePhase]) -> list[RooflinePhase]:
+    """Phases of several generations summed by name (the report's view of a trace)."""
+    sums: dict[str, list[float]] = {}
+    add_phases(sums, phases)
+    return phases_of(sums)
 
 
 def shape_of_config(c: dict, bytes_per_weight: int = 2) -> ModelShape:

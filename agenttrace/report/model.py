@@ -279,6 +279,8 @@ class Distribution(BaseModel):
     mean: float | None = None
     min: float | None = None
     max: float | None = None
+    sample: int | None = Field(None, description="the percentiles come from a uniform sample of this many of the count "
+                                                 "values (a summary of a very large input); None: from all of them")
 
 
 SegmentDistributions = create_model(

@@ -170,15 +170,25 @@ def breakdown(tree: SpanTree, root: SpanRecord) -> Breakdown:
     return breakdowns(tree, root)[id(root)]
 
 
+def add_segments(totals: list[float], st: SegmentTimes | None) -> None:
+    """Adds segment times field-wise into `totals` (a float per segment); None counts as zero."""
+    if st is None:
+        return
+    d = st.__dict__
+    for i, name in enumerate(SEGMENT_FIELDS):
+        totals[i] += d[name]
+
+
+def segment_times(totals: list[float]) -> SegmentTimes:
+    """The segment times of `totals` (a float per segment, SEGMENT_FIELDS order)."""
+    if not any(totals):
+        return _ZERO
+    return lean(SegmentTimes(**{name: totals[i] for i, name in enumerate(SEGMENT_FIELDS) if totals[i]}))
+
+
 def sum_segments(items: Iterable[SegmentTimes | None]) -> SegmentTimes:
     """The field-wise sum of segment times (None counts as zero)."""
     totals = [0.0] * _N
     for st in items:
-        if st is None:
-            continue
-        d = st.__dict__
-        for i, name in enumerate(SEGMENT_FIELDS):
-            totals[i] += d[name]
-    if not any(totals):
-        return _ZERO
-    return lean(SegmentTimes(**{name: totals[i] for i, name in enumerate(SEGMENT_FIELDS) if totals[i]}))
+        add_segments(totals, st)
+    return segment_times(totals)

@@ -255,26 +255,54 @@ def _model(a: dict) -> str | None:
     return str(model) if model is not None else None
 
 
+class SpecSums:
+    """Speculation and throughput totals, generation by generation (in slots: a run adds millions)."""
+
+    __slots__ = (
+        "accepted",
+        "draft",
+        "drafted",
+        "fallbacks",
+        "k",
+        "methods",
+        "n",
+        "out",
+        "prefill",
+        "rounds",
+        "verify",
+        "wall",
+    )
+
+    def __init__(self) -> None:
+        self.n = self.out = self.rounds = self.drafted = self.accepted = self.fallbacks = self.k = 0
+        self.wall = self.draft = self.verify = self.prefill = 0.0
+        self.methods: set[str] = set()
+
+    def add(self, g: GenerationFigures) -> None:
+        self.n += 1
+        self.out += g.output_tokens
+        self.wall += g.wall_s
+        self.rounds += g.rounds
+        self.drafted += g.draft_tokens
+        self.accepted += g.accepted_tokens
+        self.fallbacks += g.fallback
+        self.draft += g.draft_s
+        self.verify += g.verify_s
+        self.prefill += g.prefill_s
+        self.k = max(self.k, g.num_speculative_tokens)
+        self.methods.add(g.method)
+
+    def figures(self) -> SpecFigures:
+        return lean(SpecFigures(
+            methods=sorted(self.methods), generations=self.n, output_tokens=self.out, generation_s=self.wall,
+            rounds=self.rounds, draft_tokens=self.drafted, accepted_tokens=self.accepted, fallbacks=self.fallbacks,
+            draft_s=self.draft, verify_s=self.verify, prefill_s=self.prefill, num_speculative_tokens=self.k,
+        ))
+
+
 def aggregate(gens: Iterable[GenerationFigures]) -> SpecFigures:
-    """Speculation and throughput totals over generations (summed in locals: this runs per task)."""
-    n = out = rounds = drafted = accepted = fallbacks = k = 0
-    wall = draft = verify = prefill = 0.0
-    methods = set()
+    """Speculation and throughput totals over generations."""
+    sums = SpecSums()
     for g in gens:
-        n += 1
-        out += g.output_tokens
-        wall += g.wall_s
-        rounds += g.rounds
-        drafted += g.draft_tokens
-        accepted += g.accepted_tokens
-        fallbacks += g.fallback
-        draft += g.draft_s
-        verify += g.verify_s
-        prefill += g.prefill_s
-        k = max(k, g.num_speculative_tokens)
-        methods.add(g.method)
-    return lean(SpecFigures(
-        methods=sorted(methods), generations=n, output_tokens=out, generation_s=wall, rounds=rounds, draft_tokens=drafted,
-        accepted_tokens=accepted, fallbacks=fallbacks, draft_s=draft, verify_s=verify, prefill_s=prefill,
-        num_speculative_tokens=k,
-    ))
+        sums.add(g)
+    return sums.figures()

@@ -6,6 +6,7 @@ Plain functions over numpy arrays; the results are small typed records.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -35,6 +36,80 @@ def distribution(values: Iterable[float | None] | np.ndarray) -> Distribution:
         count=int(xs.size), p50=float(p50), p95=float(p95), p99=float(p99) if xs.size >= 100 else None,
         mean=float(xs.mean()), min=float(xs.min()), max=float(xs.max()),
     )
+
+
+class Sampler:
+    """The values of one distribution, added one at a time: all of them, or with `limit` a uniform
+    sample of at most `limit` (reservoir sampling, seeded), the count, mean and extremes kept
+    exact over all of them (a summary of an input too large to hold). With `width` each value is
+    a row of that many columns (a table: one distribution per column). None values are skipped."""
+
+    __slots__ = ("_buf", "_high", "_low", "_rand", "_sum", "_values", "count", "limit", "width")
+
+    def __init__(self, limit: int | None = None, *, width: int | None = None, seed: int = 0) -> None:
+        self.limit = limit
+        self.width = width
+        self.count = 0
+        self._values: list = []  # every value (no limit)
+        self._buf = None if limit is None else np.empty((limit, width or 1))  # the reservoir
+        self._rand = None if limit is None else random.Random(seed)
+        self._sum = self._low = self._high = None  # over every value, when sampling
+
+    def add(self, value) -> None:
+        if value is None:
+            return
+        self.count += 1
+        if self.limit is None:
+            self._values.append(value)
+            return
+        if self.width is None:  # a scalar: Python arithmetic, cheaper than numpy for one value
+            if self._sum is None:
+                self._sum = self._low = self._high = value
+            else:
+                self._sum += value
+                self._low = min(self._low, value)
+                self._high = max(self._high, value)
+        else:
+            row = np.asarray(value, dtype=float)
+            if self._sum is None:
+                self._sum, self._low, self._high = row.copy(), row.copy(), row.copy()
+            else:
+                self._sum += row
+                np.minimum(self._low, row, out=self._low)
+                np.maximum(self._high, row, out=self._high)
+        if self.count <= self.limit:
+            self._buf[self.count - 1] = value
+        else:
+            j = int(self._rand.random() * self.count)
+            if j < self.limit:
+                self._buf[j] = value
+
+    @property
+    def sampled(self) -> bool:
+        return self.limit is not None and self.count > self.limit
+
+    def _table(self) -> np.ndarray:
+        if self.limit is None:
+            return np.array(self._values, dtype=float).reshape(len(self._values), self.width or 1)
+        return self._buf[: min(self.count, self.limit)]
+
+    def _summary(self, d: Distribution, column: int) -> Distribution:
+        if not self.sampled or d.count == 0:
+            return d
+        pick = (lambda a: float(a)) if self.width is None else (lambda a: float(a[column]))
+        return d.model_copy(update={"count": self.count, "mean": pick(self._sum) / self.count, "min": pick(self._low),
+                                    "max": pick(self._high), "sample": self.limit})
+
+    def distribution(self) -> Distribution:
+        """The distribution of scalar values."""
+        if self.limit is None:
+            return distribution(self._values)
+        return self._summary(distribution(self._table()[:, 0]), 0)
+
+    def distributions(self) -> list[Distribution]:
+        """The distribution of each column of rows (the table gathered once)."""
+        table = self._table()
+        return [self._summary(distribution(table[:, i]), i) for i in range(self.width or 1)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,40 @@ def speedup_curve(model: CostModel, ks: range = K_RANGE) -> list[SpeedupPoint]:
 
 
 @dataclass
+class Untimed:
+    """Least-squares sums for `split_untimed`, generation by generation: x no-draft rounds, y
+    drafting rounds, t seconds outside the draft and verify timers."""
+
+    n: int = 0
+    sxx: float = 0.0
+    syy: float = 0.0
+    sxy: float = 0.0
+    sxt: float = 0.0
+    syt: float = 0.0
+
+    def add(self, x: float, y: float, t: float) -> None:
+        self.n += 1
+        self.sxx += x * x
+        self.syy += y * y
+        self.sxy += x * y
+        self.sxt += x * t
+        self.syt += y * t
+
+    def solve(self) -> tuple[float, float] | None:
+        """(plain step, loop time per drafting round) by least squares of t = x·step + y·loop;
+        None when the generations do not tell the two apart (fewer than two, proportions alike,
+        or a coefficient that is not positive)."""
+        det = self.sxx * self.syy - self.sxy * self.sxy
+        if self.n < 2 or det <= 1e-9 * max(self.sxx * self.syy, 1e-300):
+            return None
+        step = (self.sxt * self.syy - self.syt * self.sxy) / det
+        loop = (self.syt * self.sxx - self.sxt * self.sxy) / det
+        if loop < 0:  # noise: no loop time per round, all of it on the steps
+            step, loop = self.sxt / self.sxx, 0.0
+        return (step, loop) if step > 0 else None
+
+
+@dataclass
 class Decoding:
     """Decode time (after the prefill) and output tokens of generations whose decode time is known,
     and of that time what the draft and verify timers did not see."""
@@ -52,8 +86,7 @@ class Decoding:
     outside_s: float = 0.0
     tokens: int = 0
     steps: int = 0  # tokens after the first (the prefill made the first)
-    # (no-draft rounds, drafting rounds, seconds outside the timers) per generation
-    untimed: list[tuple[float, float, float]] = field(default_factory=list)
+    untimed: Untimed = field(default_factory=Untimed)  # (no-draft rounds, drafting rounds, outside) sums
 
     def add(self, g: GenerationFigures) -> None:
         if g.decode_s_per_token:
@@ -64,7 +97,7 @@ class Decoding:
             self.tokens += g.output_tokens
             self.steps += g.output_tokens - 1
             no_draft = max(0, g.output_tokens - 1 - g.rounds - g.accepted_tokens)  # as spec.py infers them
-            self.untimed.append((float(no_draft), float(g.rounds), outside))
+            self.untimed.add(float(no_draft), float(g.rounds), outside)
 
     @property
     def per_token_s(self) -> float | None:
@@ -80,22 +113,34 @@ def split_untimed(generations: Iterable[tuple[float, float, float]]) -> tuple[fl
     """(plain step, loop time per drafting round) from (no-draft rounds, drafting rounds, decode
     seconds outside the draft and verify timers) per generation, by least squares of
     outside = no_draft·step + rounds·loop. A trace does not time the no-draft steps; generations
-    that mix them with rounds in different proportions tell the two apart. None when they do not
-    (fewer than two generations, proportions alike, or a coefficient that is not positive)."""
-    rows = list(generations)
-    sxx = sum(x * x for x, _, _ in rows)
-    syy = sum(y * y for _, y, _ in rows)
-    sxy = sum(x * y for x, y, _ in rows)
-    sxt = sum(x * t for x, _, t in rows)
-    syt = sum(y * t for _, y, t in rows)
-    det = sxx * syy - sxy * sxy
-    if len(rows) < 2 or det <= 1e-9 * max(sxx * syy, 1e-300):
-        return None
-    step = (sxt * syy - syt * sxy) / det
-    loop = (syt * sxx - sxt * sxy) / det
-    if loop < 0:  # noise: no loop time per round, all of it on the steps
-        step, loop = sxt / sxx, 0.0
-    return (step, loop) if step > 0 else None
+    that mix them with rounds in different proportions tell the two apart (see Untimed.solve)."""
+    sums = Untimed()
+    for x, y, t in generations:
+        sums.add(x, y, t)
+    return sums.solve()
+
+
+@dataclass
+class DrafterGenerations:
+    """What the what-if of one drafter needs of its generations, added one at a time."""
+
+    generations: int = 0
+    rounds: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    ks: Counter = field(default_factory=Counter)
+    models: Counter = field(default_factory=Counter)
+    decoding: Decoding = field(default_factory=Decoding)
+
+    def add(self, g: GenerationFigures) -> None:
+        self.generations += 1
+        self.rounds += g.rounds
+        self.draft_tokens += g.draft_tokens
+        self.accepted_tokens += g.accepted_tokens
+        if g.num_speculative_tokens:
+            self.ks[g.num_speculative_tokens] += 1
+        self.models[g.model] += 1
+        self.decoding.add(g)
 
 
 def _plain_step(plain: Decoding | None, spec: Decoding, rounds: int, no_draft: float,
@@ -106,29 +151,26 @@ def _plain_step(plain: Decoding | None, spec: Decoding, rounds: int, no_draft: f
     if plain and plain.step_s:
         overhead = max(0.0, spec.outside_s - no_draft * plain.step_s) / rounds if rounds else 0.0
         return plain.step_s, overhead, SOURCE_PLAIN_ARM
-    split = split_untimed(spec.untimed)
+    split = spec.untimed.solve()
     if split:
         return (*split, f"estimated: the decode time outside the draft and verify timers split by least squares "
-                        f"between no-draft steps and rounds over {len(spec.untimed)} generations")
+                        f"between no-draft steps and rounds over {spec.untimed.n} generations")
     # Every pass, plain step or round, taken to pay the same loop time on top of its forward.
     passes = rounds + no_draft
     overhead = max(0.0, spec.outside_s - no_draft * verify_one_s) / passes if passes else 0.0
     return verify_one_s + overhead, overhead, "estimated: the verify line at one token plus the loop's time per pass"
 
 
-def whatif_for(label: str | None, method: str, gens: list[GenerationFigures], stats: AcceptanceStats,
+def whatif_for(label: str | None, method: str, gens: DrafterGenerations, stats: AcceptanceStats,
                plain: Decoding | None, *, constrained: bool = False) -> WhatIf:
     """The what-if of one drafter from its generations and their pooled round statistics."""
     alpha = stats.alpha
     rs = stats.cost
     draft_per_token = stats.draft_s / stats.draft_tokens if stats.draft_tokens else None
     verify_per_round = stats.verify_s / stats.rounds if stats.rounds and stats.verify_s > 0 else None
-    ks = Counter(g.num_speculative_tokens for g in gens if g.num_speculative_tokens)
-    actual_k = ks.most_common(1)[0][0] if ks else 0
+    actual_k = gens.ks.most_common(1)[0][0] if gens.ks else 0
     line = rs.verify_line()
-    spec = Decoding()
-    for g in gens:
-        spec.add(g)
+    spec = gens.decoding
     model: CostModel | None = None
     overhead = step_source = None
     if alpha is not None and line is not None:
@@ -146,15 +188,14 @@ def whatif_for(label: str | None, method: str, gens: list[GenerationFigures], st
         measured, basis = model.plain_step_s / spec.step_s, source
     else:
         measured, basis, source = None, None, None
-    rounds = sum(g.rounds for g in gens)
-    accepted = sum(g.accepted_tokens for g in gens)
+    rounds, accepted = gens.rounds, gens.accepted_tokens
     return WhatIf(
         label=label,
         method=method,
         constrained=constrained,
-        generations=len(gens),
+        generations=gens.generations,
         rounds=rounds,
-        draft_tokens=sum(g.draft_tokens for g in gens),
+        draft_tokens=gens.draft_tokens,
         accepted_tokens=accepted,
         alpha=alpha,
         alpha_estimator=stats.estimator,
@@ -184,28 +225,38 @@ def whatif_for(label: str | None, method: str, gens: list[GenerationFigures], st
     )
 
 
-def whatifs(analyses: list[TaskAnalysis]) -> list[WhatIf]:
-    """One what-if per (run label, speculative method, constrained or not) present, in first-seen
-    order. A grammar changes what is drafted and verified (refused drafts are cut), so constrained
-    generations are never pooled with unconstrained ones, nor measured against their plain arm."""
-    gens: dict[tuple[str | None, str, bool], list[GenerationFigures]] = defaultdict(list)
-    stats: dict[tuple[str | None, str], AcceptanceStats] = {}
-    plain: dict[tuple[str | None, bool], Decoding] = defaultdict(Decoding)  # by model and constraint
-    for a in analyses:
+class WhatIfFold:
+    """The what-ifs of tasks added one at a time: one per (run label, speculative method,
+    constrained or not) present, in first-seen order, from the sums it needs (memory does not grow
+    with the generations). A grammar changes what is drafted and verified (refused drafts are
+    cut), so constrained generations are never pooled with unconstrained ones, nor measured
+    against their plain arm."""
+
+    def __init__(self) -> None:
+        self.gens: dict[tuple[str | None, str, bool], DrafterGenerations] = {}
+        self.stats: dict[tuple[str | None, str], AcceptanceStats] = {}
+        self.plain: dict[tuple[str | None, bool], Decoding] = defaultdict(Decoding)  # by model and constraint
+
+    def add(self, a: TaskAnalysis) -> None:
         label = a.figures.run_label
         for step in a.figures.steps:
             for g in step.generations:
                 if g.method == "none":
-                    plain[(g.model, g.constrained)].add(g)
+                    self.plain[(g.model, g.constrained)].add(g)
                 else:
-                    gens[(label, g.method, g.constrained)].append(g)
+                    key = (label, g.method, g.constrained)
+                    group = self.gens.get(key)
+                    if group is None:
+                        group = self.gens[key] = DrafterGenerations()
+                    group.add(g)
         for method, st in a.acceptance:
             if method != "none":
-                stats.setdefault((label, method), AcceptanceStats()).merge(st)
-    out = []
-    for (label, method, constrained), gs in gens.items():
-        models = Counter(g.model for g in gs)
-        arm = plain.get((models.most_common(1)[0][0], constrained))
-        out.append(whatif_for(label, method, gs, stats.get((label, method), AcceptanceStats()), arm,
-                              constrained=constrained))
-    return out
+                self.stats.setdefault((label, method), AcceptanceStats()).merge(st)
+
+    def figures(self) -> list[WhatIf]:
+        out = []
+        for (label, method, constrained), gs in self.gens.items():
+            arm = self.plain.get((gs.models.most_common(1)[0][0], constrained))
+            out.append(whatif_for(label, method, gs, self.stats.get((label, method), AcceptanceStats()), arm,
+                                  constrained=constrained))
+        return out
