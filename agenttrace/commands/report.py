@@ -18,6 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     report.add_argument("--format", choices=FORMATS, default="terminal")
     report.add_argument("-o", "--output", help="write to this file instead of standard output (html: default report.html)")
     report.add_argument("--summary-only", action="store_true", help="print only the run summary")
+    report.add_argument("--sample", type=int, metavar="N",
+                        help="a summary in bounded memory, for inputs too large to hold: tasks folded into the run "
+                             "figures as they are read, each distribution from a uniform sample of at most N values "
+                             "(e.g. 100000; counts, means, extremes and totals exact); no task rows")
     report.add_argument("--waterfalls", type=int, default=50,
                         help="html: how many tasks get a waterfall chart to choose from (default 50)")
     report.add_argument("--json-schema", action="store_true", help="print the JSON schema of --format json and exit")
@@ -56,11 +60,15 @@ def _report(args: argparse.Namespace):
 
     store = clickhouse_query(args)
     jaeger = jaeger_query(args)
+    sample = args.sample
+    if sample is not None and (sample < 100 or args.format == "html" or (jaeger is not None and args.paths)):
+        raise InputError("--sample N needs N >= 100 (p99 needs 100 values), and one source read as a stream: "
+                         "files, --jaeger or --clickhouse alone, in a format other than html")
     if store is not None:
         if args.paths or jaeger is not None:
             raise InputError("--clickhouse reads one source: leave out the files and --jaeger")
         try:
-            report = report_clickhouse(store)
+            report = report_clickhouse(store, sample=sample)
         except ClickHouseError as exc:
             raise InputError(str(exc)) from exc
         return report if report.tasks or _spans(report) else f"no traces in {store.describe()}" + _first(report)
@@ -69,7 +77,7 @@ def _report(args: argparse.Namespace):
             if traces > args.page_traces:
                 print(f"jaeger: {traces} traces read", file=sys.stderr)
 
-        report = report_jaeger(jaeger, page_traces=args.page_traces, progress=progress)
+        report = report_jaeger(jaeger, page_traces=args.page_traces, progress=progress, sample=sample)
         return report if _spans(report) else f"nothing to report from {jaeger.url}" + _first(report)
     if jaeger is None and args.format != "html":
         if not args.paths:
@@ -77,7 +85,7 @@ def _report(args: argparse.Namespace):
         missing = [p for p in args.paths if not Path(p).exists()]
         if missing:
             raise InputError(f"no such file or folder: {', '.join(missing)}")
-        report = report_streamed(args.paths)
+        report = report_streamed(args.paths, sample=sample)
         return report if _spans(report) else f"nothing to report from {', '.join(args.paths)}" + _first(report)
     loaded, sources = load_inputs(args.paths, jaeger)
     empty = nothing_usable(loaded, sources)

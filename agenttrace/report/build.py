@@ -54,23 +54,23 @@ def report_from_files(paths: list[str], *, waterfalls: int = 0) -> Report:
     return build_report(loaded.spans, [str(p) for p in paths], loaded.problems, waterfalls=waterfalls)
 
 
-def report_streamed(paths: list[str], *, lag: int | None = None) -> Report:
+def report_streamed(paths: list[str], *, lag: int | None = None, sample: int | None = None) -> Report:
     """The report of trace files or folders read as a stream of whole traces (traces/stream.py:
     msgspec, bounded memory, the collector paused) and analysed batch by batch: the same figures
     as `report_from_files`, much sooner on large inputs. Waterfalls need one pass: use
-    `report_from_files` for them."""
+    `report_from_files` for them. With `sample` a summary in bounded memory (batched.ReportBuilder)."""
     from agenttrace.report.batched import ReportBuilder
     from agenttrace.traces.stream import LAG_LINES, no_gc, stream_traces
 
     problems: list[str] = []
-    builder = ReportBuilder()
+    builder = ReportBuilder(summary=sample)
     with no_gc():
         for batch in stream_traces(paths, problems, lag=LAG_LINES if lag is None else lag):
             builder.add(batch.spans, batch.seq)
         return builder.report([str(p) for p in paths], problems)
 
 
-def report_clickhouse(query) -> Report:
+def report_clickhouse(query, *, sample: int | None = None) -> Report:
     """The report of the traces a ClickHouse table holds (traces/clickhouse.py: the OpenTelemetry
     exporter's schema, filters in SQL, whole traces `query.batch_traces` at a time). Raises
     ClickHouseError when the store is unreachable or the table not the exporter's."""
@@ -80,14 +80,14 @@ def report_clickhouse(query) -> Report:
 
     store = connect(query.url)
     problems: list[str] = []
-    builder = ReportBuilder()
+    builder = ReportBuilder(summary=sample)
     with no_gc():
         for spans in read_traces(store, query, problems):
             builder.add(spans)
         return builder.report([query.describe()], problems)
 
 
-def report_jaeger(query, *, page_traces: int = 100, progress=None) -> Report:
+def report_jaeger(query, *, page_traces: int = 100, progress=None, sample: int | None = None) -> Report:
     """The report of a Jaeger query read page by page (traces/jaeger_input.jaeger_pages): one
     page of spans held at a time."""
     from agenttrace.report.batched import ReportBuilder
@@ -95,7 +95,7 @@ def report_jaeger(query, *, page_traces: int = 100, progress=None) -> Report:
     from agenttrace.traces.records import break_cycles, checked
 
     problems: list[str] = []
-    builder = ReportBuilder()
+    builder = ReportBuilder(summary=sample)
     for spans in jaeger_pages(query, problems, page_traces=page_traces, progress=progress):
         spans = checked(spans, problems)
         break_cycles(spans, problems)

@@ -87,10 +87,10 @@ def report_markdown(report: Report, *, tasks: bool = True) -> str:
     out = ["# agenttrace report", "", "Sources: " + ", ".join(markdown_code(s) for s in report.sources), ""]
     if report.inputs:
         out += _inputs(report)
-    if not report.tasks:
+    if not report.tasks and not (report.run.tasks or report.run.partial_tasks):  # a summary keeps no task row
         out += [_cell(no_tasks_message(report)), ""]
     if tasks:
-        out += ["## Tasks", ""]
+        out += ["## Tasks", ""] if report.tasks else []
         for t in report.tasks:
             out += _task(t)
     runs = report.by_label if len(report.by_label) > 1 else [report.run]

@@ -175,7 +175,7 @@ def render_report(report: Report, console: Console | None = None, *, tasks: bool
         console.print(f"[yellow]warning:[/] {_t(problem)}", highlight=False)
     if report.inputs:
         console.print(inputs_table(report))
-    if not report.tasks:
+    if not report.tasks and not (report.run.tasks or report.run.partial_tasks):  # a summary keeps no task row
         console.print(_t(no_tasks_message(report)), highlight=False)
         return
     if tasks:
