@@ -5,7 +5,9 @@ parallel tool calls), written as our exporter writes them (OTLP/JSON, 512 spans 
 loads and analyses each in a fresh process and prints the sizes side by side.
 
 Each path in a fresh process, side by side (issue 17): `legacy` is today's one pass, `fast` the
-stream of whole traces, `clickhouse` the same traces read back from the exporter's table over chdb.
+stream of whole traces, `clickhouse` the same traces read back from the exporter's table over chdb,
+`summary` the stream folded into a summary in bounded memory (`report --sample`). Traces above
+FILE_SPANS spans are written as a folder of files of FILE_SPANS spans each.
 Targets (issue 17): 1,000,000 spans end to end in <= 15 s and <= 1 GB peak memory.
 """
 
@@ -28,6 +30,8 @@ from agenttrace import semconv as sc
 BATCH = 512  # spans per line, as the BatchSpanProcessor exports them
 TARGET_S_PER_MILLION = 15.0
 TARGET_MB = 1024.0
+FILE_SPANS = 1_000_000  # spans per file of a larger trace (a folder)
+SUMMARY_SAMPLE = 100_000  # the summary path's sample per distribution
 # the synthetic agent, its model and its one tool
 _AGENT, _MODEL, _TOOL = "bench", "bench-model", "weather"
 
@@ -37,9 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spans", type=int, nargs="+", default=[100_000, 1_000_000], help="trace sizes to measure")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--keep", metavar="DIR", help="keep the generated traces in DIR")
-    p.add_argument("--paths", default=",".join(PATHS),
+    p.add_argument("--paths", default=",".join(DEFAULT_PATHS),
                    help="comma-separated: legacy (today's one pass), fast (the stream of whole traces), clickhouse (the "
-                        "same traces from ClickHouse's exporter table, over chdb) (default: all three)")
+                        "same traces from ClickHouse's exporter table, over chdb), summary (the stream folded into a "
+                        f"summary in bounded memory, samples of {SUMMARY_SAMPLE:,}) (default: the first three)")
     p.add_argument("--json", action="store_true",
                    help='print a list of records {"spans", "path", "load_s", "analyse_s", "peak_mb"}')
     p.set_defaults(func=run)
@@ -67,6 +72,7 @@ class _Writer:
 
     def __init__(self, path: Path, labels: tuple[str, ...]) -> None:
         self.f = path.open("w", encoding="utf-8")
+        self.files = 1
         self.heads = {}
         for label in labels:
             res = ",".join(_attr(k, v) for k, v in ((sc.SERVICE_NAME, "bench-agent"), (sc.RUN_LABEL, label),
@@ -112,6 +118,12 @@ class _Writer:
         for label in self.bufs:
             self.flush(label)
         self.f.close()
+
+    def rotate(self, path: Path) -> None:
+        """Go on in a new file (between tasks: a trace stays in one file)."""
+        self.close()
+        self.f = path.open("w", encoding="utf-8")
+        self.files += 1
 
 
 def _rounds(rng: random.Random, t: int, n: int, k: int) -> tuple[str, int, int, float, float, int]:
@@ -187,14 +199,18 @@ def _attempt(w: _Writer, rng: random.Random, trace: str, step: str, index: int, 
     return t
 
 
-def generate(path: Path, spans: int, seed: int = 0) -> int:
+def generate(path: Path, spans: int, seed: int = 0, file_spans: int | None = None) -> int:
     """Write a synthetic trace of about `spans` spans (two run labels, half each); returns the
-    number of spans written."""
+    number of spans written. With `file_spans`, `path` is a folder of files of that many spans."""
     rng = random.Random(seed)
-    w = _Writer(path, ("baseline", "speculative"))
+    if file_spans:
+        path.mkdir(parents=True, exist_ok=True)
+    w = _Writer(path / "part-0001.jsonl" if file_spans else path, ("baseline", "speculative"))
     t = 1_700_000_000_000_000_000
     task = 0
     while w.count < spans:
+        if file_spans and w.count >= w.files * file_spans:
+            w.rotate(path / f"part-{w.files + 1:04d}.jsonl")
         task += 1
         speculative = task % 2 == 0
         w.label = "speculative" if speculative else "baseline"
@@ -222,7 +238,8 @@ def generate(path: Path, spans: int, seed: int = 0) -> int:
     return w.count
 
 
-PATHS = ("legacy", "fast", "clickhouse")
+PATHS = ("legacy", "fast", "clickhouse", "summary")
+DEFAULT_PATHS = ("legacy", "fast", "clickhouse")
 
 
 def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
@@ -231,7 +248,7 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
     legacy: today's one pass (load every span, then analyse the tree). fast: the stream of whole
     traces (traces/stream.py), its reading timed apart from the analysis of each batch. clickhouse:
     the same traces read back from `store` (a chdb folder the parent filled), SQL and rows timed
-    as the load."""
+    as the load. summary: fast, folded into a summary in bounded memory."""
     from agenttrace.report.batched import ReportBuilder
 
     if mode == "legacy":
@@ -248,8 +265,8 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
         from agenttrace.traces.stream import no_gc
 
         problems: list[str] = []
-        builder = ReportBuilder()
-        if mode == "fast":
+        builder = ReportBuilder(summary=SUMMARY_SAMPLE if mode == "summary" else None)
+        if mode in ("fast", "summary"):
             from agenttrace.traces.stream import stream_traces
 
             batches = (b for b in stream_traces([path], problems))
@@ -279,7 +296,7 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
             analyse_s += time.perf_counter() - t1
         spans = builder.spans
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    return {"spans": spans, "tasks": len(report.tasks), "load_s": load_s, "analyse_s": analyse_s, "peak_mb": peak_mb,
+    return {"spans": spans, "tasks": report.run.tasks + report.run.partial_tasks, "load_s": load_s, "analyse_s": analyse_s, "peak_mb": peak_mb,
             "problems": len(report.problems)}
 
 
@@ -325,10 +342,12 @@ def run(args: argparse.Namespace) -> int:
     # progress on stderr: with --json, stdout carries only the records
     console = Console(width=max(150, Console().width), stderr=args.json)
     for n in args.spans:
-        path = folder / f"synthetic-{n}.jsonl"
+        big = n > FILE_SPANS
+        path = folder / (f"synthetic-{n}" if big else f"synthetic-{n}.jsonl")
         t0 = time.perf_counter()
-        written = generate(path, n, args.seed)
-        console.print(f"generated {written} spans ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
+        written = generate(path, n, args.seed, FILE_SPANS if big else None)
+        size_mb = sum(f.stat().st_size for f in (path.iterdir() if big else [path])) / 1e6
+        console.print(f"generated {written} spans ({size_mb:.0f} MB) in {time.perf_counter() - t0:.1f} s")
         store = None
         if "clickhouse" in paths:
             store = f"chdb:{folder / f'chdb-{n}'}"
@@ -341,11 +360,14 @@ def run(args: argparse.Namespace) -> int:
             except RuntimeError as exc:
                 console.print(f"[red]measuring {path} ({mode}) failed:[/]\n{exc}")
                 return 1
-            rows.append(Row(int(m["spans"]), mode, path.stat().st_size / 1e6, int(m["tasks"]), m["load_s"], m["analyse_s"],
+            rows.append(Row(int(m["spans"]), mode, size_mb, int(m["tasks"]), m["load_s"], m["analyse_s"],
                             m["peak_mb"]))
             console.print(f"  {mode}: {m['load_s'] + m['analyse_s']:.1f} s, {m['peak_mb']:.0f} MB peak")
         if not args.keep:
-            os.remove(path)
+            if big:
+                shutil_rmtree(path)
+            else:
+                os.remove(path)
             if store:
                 import shutil
 
