@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import urllib.parse
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
@@ -63,13 +64,20 @@ def agent_trace_jaeger() -> dict:
             "processes": {"p1": {"serviceName": "svc", "tags": [tag("agenttrace.run.label", "jaeger-run")]}}}
 
 
-class _Jaeger(BaseHTTPRequestHandler):
+class _JsonAnswers(BaseHTTPRequestHandler):
+    """A query API on loopback: records each request's query (`queries`) and answers the JSON
+    `answer` gives for it."""
+
     queries: list[dict] = []
+
+    def answer(self, query: dict) -> dict:
+        raise NotImplementedError
 
     def do_GET(self):  # noqa: N802
         url = urllib.parse.urlparse(self.path)
-        type(self).queries.append({"path": url.path, **dict(urllib.parse.parse_qsl(url.query))})
-        body = json.dumps({"data": [agent_trace_jaeger()], "total": 1, "limit": 0, "offset": 0, "errors": None}).encode()
+        query = {"path": url.path, **dict(urllib.parse.parse_qsl(url.query))}
+        type(self).queries.append(query)
+        body = json.dumps(self.answer(query)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -79,14 +87,28 @@ class _Jaeger(BaseHTTPRequestHandler):
         pass
 
 
+@contextmanager
+def _serving(handler: type[_JsonAnswers]):
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    handler.queries.clear()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+
+
+class _Jaeger(_JsonAnswers):
+    queries: list[dict] = []
+
+    def answer(self, query: dict) -> dict:
+        return {"data": [agent_trace_jaeger()], "total": 1, "limit": 0, "offset": 0, "errors": None}
+
+
 @pytest.fixture
 def jaeger_url():
-    server = HTTPServer(("127.0.0.1", 0), _Jaeger)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Jaeger.queries.clear()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    with _serving(_Jaeger) as url:
+        yield url
 
 
 def test_query_api_is_read_with_service_lookback_and_limit(jaeger_url, capsys):
@@ -130,7 +152,7 @@ def _trace_at(i: int, start_us: int) -> dict:
     return trace
 
 
-class _ManyTraces(BaseHTTPRequestHandler):
+class _ManyTraces(_JsonAnswers):
     """A Jaeger holding 10 traces a minute apart that answers searches as Jaeger does: the newest
     `limit` traces with a span in [start, end]."""
 
@@ -138,29 +160,16 @@ class _ManyTraces(BaseHTTPRequestHandler):
     now_us = 1_800_000_000 * 10**6
     traces = [(1_800_000_000 * 10**6 - (10 - i) * 60 * 10**6, i) for i in range(10)]
 
-    def do_GET(self):  # noqa: N802
-        q = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(self.path).query))
-        type(self).queries.append(q)
+    def answer(self, q: dict) -> dict:
         hits = sorted((t for t in self.traces if int(q["start"]) <= t[0] <= int(q["end"])), reverse=True)
-        data = [_trace_at(i, t) for t, i in hits[: int(q["limit"])]]
-        body = json.dumps({"data": data, "errors": None}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        return {"data": [_trace_at(i, t) for t, i in hits[: int(q["limit"])]], "errors": None}
 
 
 def test_large_results_are_read_page_by_page_in_time_windows():
     from agenttrace.report.build import report_jaeger
     from agenttrace.traces.jaeger_input import jaeger_pages
 
-    server = HTTPServer(("127.0.0.1", 0), _ManyTraces)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}"
+    with _serving(_ManyTraces) as url:
         query = JaegerQuery(url, "svc", lookback="1h", limit=0)
         problems: list[str] = []
         seen = []
@@ -179,5 +188,3 @@ def test_large_results_are_read_page_by_page_in_time_windows():
         _ManyTraces.traces = [(int(_t.time() * 1e6) - (10 - i) * 60 * 10**6, i) for i in range(10)]  # (now: the report's)
         report = report_jaeger(JaegerQuery(url, "svc", lookback="1h", limit=7), page_traces=3)
         assert len(report.tasks) == 7 and {t.task_id for t in report.tasks} == {f"task-{i}" for i in range(3, 10)}
-    finally:
-        server.shutdown()
