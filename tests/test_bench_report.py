@@ -7,7 +7,7 @@ import json
 
 from opentelemetry.exporter.otlp.json.common.trace_encoder import encode_spans
 
-from agenttrace.bench.report import BATCH, generate
+from agenttrace.bench.synthetic import BATCH, generate
 from agenttrace.report.build import build_report
 from agenttrace.traces.load import load_spans
 from agenttrace.traces.otlp_file import spans_from_request

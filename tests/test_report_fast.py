@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fuzz_traces import build_corpus
 
-from agenttrace.bench.report import generate
+from agenttrace.bench.synthetic import generate
 from agenttrace.report import report_from_files
 from agenttrace.report.build import report_streamed
 from agenttrace.traces import stream

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agenttrace.bench.report import generate
+from agenttrace.bench.synthetic import generate
 from agenttrace.cli import main
 from agenttrace.report.build import report_streamed
 from agenttrace.report.stats import Sampler, distribution

@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agenttrace.report.figures import TaskAnalysis, agent_roots, orphan_steps, partial_task, task_figures
+from agenttrace.report.figures import (
+    TaskAnalysis,
+    agent_roots,
+    orphan_steps,
+    partial_task,
+    task_figures,
+)
+from agenttrace.report.inputs import input_figures
 from agenttrace.report.model import Report
 from agenttrace.report.runs import ReportFold, assemble_report
 from agenttrace.report.tree import SpanTree
@@ -34,7 +41,7 @@ __all__ = ["ReportBuilder"]
 MAX_PROBLEMS = 200  # a summary's problem lines (then a count of the rest)
 _SUMMARY_NOTE = ("summary of {tasks} task(s): task rows left out; percentiles from a uniform sample of at most "
                  "{n} values each (counts, means, extremes and totals over all of them)")
-_PARTIAL_NOTE = ("{n} task(s) have no agent span (a truncated file?): built from their step spans, marked partial "
+PARTIAL_NOTE = ("{n} task(s) have no agent span (a truncated file?): built from their step spans, marked partial "
                  "and left out of task-level rates and distributions")
 
 
@@ -116,15 +123,13 @@ class ReportBuilder:
     def report(self, sources: list[str], problems: list[str] = ()) -> Report:
         """The report of everything added; `problems`: the readers' own (unreadable lines...),
         listed first, as one pass lists them."""
-        from agenttrace.report.build import input_figures
-
         if self.summary:
             fold = self._fold or ReportFold(self.summary, keep_tasks=False)
             notes = list(self._problems)
             if self._more_problems:
                 notes.append(f"{self._more_problems} more problem line(s) left out of this summary")
             if self._partials:
-                notes.append(_PARTIAL_NOTE.format(n=self._partials))
+                notes.append(PARTIAL_NOTE.format(n=self._partials))
             notes.append(_SUMMARY_NOTE.format(tasks=fold.run.whole + fold.run.partial, n=self.summary))
             report = fold.report(sources, [*problems, *notes])
             report.inputs = [input_figures(r) for r in self._readings.values()]
@@ -133,7 +138,7 @@ class ReportBuilder:
         partial = [t.analysis for t in sorted(self._partial, key=lambda t: t.key)]
         notes = list(self._problems)
         if partial:
-            notes.append(_PARTIAL_NOTE.format(n=len(partial)))
+            notes.append(PARTIAL_NOTE.format(n=len(partial)))
         report = assemble_report(tasks + partial, sources, [*problems, *notes])
         report.inputs = [input_figures(r) for r in self._readings.values()]
         return report

@@ -5,15 +5,15 @@ what-if (`runs.py`) -> one `Report`.
 
 from __future__ import annotations
 
+from agenttrace.report.batched import PARTIAL_NOTE, ReportBuilder
 from agenttrace.report.figures import analyse
-from agenttrace.report.inputs import ConventionFigures, InputFigures, LeftOutFigures
+from agenttrace.report.inputs import input_figures
 from agenttrace.report.model import Report
 from agenttrace.report.runs import assemble_report
 from agenttrace.report.tree import SpanTree
-from agenttrace.traces import Reading, normalise, structure
+from agenttrace.traces import normalise
 from agenttrace.traces.load import load_spans
 from agenttrace.traces.records import LoadResult, SpanRecord
-from agenttrace.traces.remote import NETWORK_SPLIT
 
 __all__ = ["build_report", "report_clickhouse", "report_from_files", "report_from_load", "report_jaeger",
            "report_streamed"]
@@ -28,24 +28,10 @@ def build_report(spans: list[SpanRecord], sources: list[str], problems: list[str
     partial = sum(t.figures.partial for t in tasks)
     notes = [*normalised.problems, *tree.problems]
     if partial:
-        notes.append(f"{partial} task(s) have no agent span (a truncated file?): built from their step spans, "
-                     "marked partial and left out of task-level rates and distributions")
+        notes.append(PARTIAL_NOTE.format(n=partial))
     report = assemble_report(tasks, sources, [*problems, *notes])
     report.inputs = [input_figures(r) for r in normalised.readings]
     return report
-
-
-def input_figures(reading: Reading) -> InputFigures:
-    """What the report saw in one input, as the JSON carries it."""
-    return InputFigures(
-        source=reading.source,
-        spans=reading.spans,
-        conventions=[ConventionFigures(name=c.name, spans=c.spans, segments=dict(sorted(c.segments.items())),
-                                       variants=sorted(c.variants)) for c in reading.conventions.values()],
-        left_out=[LeftOutFigures(convention=lo.convention, reason=lo.reason, spans=lo.count, names=lo.names)
-                  for lo in reading.left_out.values()],
-        inferred=[f for f in structure.INFERRED_FIGURES + (NETWORK_SPLIT,) if f in reading.inferred],
-    )
 
 
 def report_from_files(paths: list[str], *, waterfalls: int = 0) -> Report:
@@ -59,7 +45,6 @@ def report_streamed(paths: list[str], *, lag: int | None = None, sample: int | N
     msgspec, bounded memory, the collector paused) and analysed batch by batch: the same figures
     as `report_from_files`, much sooner on large inputs. Waterfalls need one pass: use
     `report_from_files` for them. With `sample` a summary in bounded memory (batched.ReportBuilder)."""
-    from agenttrace.report.batched import ReportBuilder
     from agenttrace.traces.stream import LAG_LINES, no_gc, stream_traces
 
     problems: list[str] = []
@@ -74,7 +59,6 @@ def report_clickhouse(query, *, sample: int | None = None) -> Report:
     """The report of the traces a ClickHouse table holds (traces/clickhouse.py: the OpenTelemetry
     exporter's schema, filters in SQL, whole traces `query.batch_traces` at a time). Raises
     ClickHouseError when the store is unreachable or the table not the exporter's."""
-    from agenttrace.report.batched import ReportBuilder
     from agenttrace.traces.clickhouse import connect, read_traces
     from agenttrace.traces.stream import no_gc
 
@@ -90,7 +74,6 @@ def report_clickhouse(query, *, sample: int | None = None) -> Report:
 def report_jaeger(query, *, page_traces: int = 100, progress=None, sample: int | None = None) -> Report:
     """The report of a Jaeger query read page by page (traces/jaeger_input.jaeger_pages): one
     page of spans held at a time."""
-    from agenttrace.report.batched import ReportBuilder
     from agenttrace.traces.jaeger_input import jaeger_pages
     from agenttrace.traces.records import break_cycles, checked
 

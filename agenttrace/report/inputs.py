@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from agenttrace.traces import Reading, structure
+from agenttrace.traces.remote import NETWORK_SPLIT
+
 
 class ConventionFigures(BaseModel):
     """One span convention recognised in one input."""
@@ -33,3 +36,16 @@ class InputFigures(BaseModel):
     conventions: list[ConventionFigures]
     left_out: list[LeftOutFigures] = Field(default_factory=list)
     inferred: list[str] = Field(default_factory=list, description="figures inferred for this input's tasks")
+
+
+def input_figures(reading: Reading) -> InputFigures:
+    """What the report saw in one input, as the JSON carries it."""
+    return InputFigures(
+        source=reading.source,
+        spans=reading.spans,
+        conventions=[ConventionFigures(name=c.name, spans=c.spans, segments=dict(sorted(c.segments.items())),
+                                       variants=sorted(c.variants)) for c in reading.conventions.values()],
+        left_out=[LeftOutFigures(convention=lo.convention, reason=lo.reason, spans=lo.count, names=lo.names)
+                  for lo in reading.left_out.values()],
+        inferred=[f for f in structure.INFERRED_FIGURES + (NETWORK_SPLIT,) if f in reading.inferred],
+    )
