@@ -76,6 +76,7 @@ SegmentTimes = create_model(
 
 
 STAGE_FIELDS = ("generation", "tool", "memory", "compaction", "delegation_overhead", "other")
+STAGE_LABELS = {f: f.replace("_", " ") for f in STAGE_FIELDS}  # as tables and notes print them
 
 
 class StageTimes(BaseModel):

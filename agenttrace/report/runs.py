@@ -4,6 +4,7 @@ p50/p95/p99 and counts across tasks, steps and generations (SPANS.md)."""
 from __future__ import annotations
 
 import operator
+from collections import defaultdict
 from collections.abc import Iterable
 
 from agenttrace import semconv as sc
@@ -45,11 +46,11 @@ class RunFold:
 
         self.task_wall, self.ttvtc, self.tca, self.throughput = dist(1), dist(2), dist(3), dist(4)
         self.step_wall, self.step_ttvtc, self.retry_per_step = dist(5), dist(6), dist(7)
-        self.step_segments = dist(8, len(SEGMENT_FIELDS))
+        self.step_segments = dist(8, _N)
         self.tokens_per_s, self.decode_per_token, self.acceptance = dist(9), dist(10), dist(11)
         self.segs, self.retry_segs, self.overlap_segs = [0.0] * _N, [0.0] * _N, [0.0] * _N
         self.speculation = SpecSums()
-        self.by_method: dict[str, SpecSums] = {}
+        self.by_method: defaultdict[str, SpecSums] = defaultdict(SpecSums)
         self.stages = StageTimes()
         self.whole = self.partial = self.completed = self.loops = 0
         self.attempts = self.valid_attempts = self.steps = self.retried = 0
@@ -100,14 +101,7 @@ class RunFold:
                 if g.method != "none":
                     self.acceptance.add(g.acceptance_rate)
                 self.speculation.add(g)
-                sums = self.by_method.get(g.method)
-                if sums is None:
-                    sums = self.by_method[g.method] = SpecSums()
-                sums.add(g)
-
-    @property
-    def sampled(self) -> bool:
-        return any(d.sampled for d in (self.task_wall, self.step_wall, self.tokens_per_s))
+                self.by_method[g.method].add(g)
 
     def figures(self, label: str | None = None) -> RunFigures:
         return RunFigures(
@@ -188,10 +182,6 @@ class ReportFold:
         fold.add(t)
         self.whatif.add(a)
         self.roofline.add(t)
-
-    @property
-    def sampled(self) -> bool:
-        return self.run.sampled
 
     def report(self, sources: list[str], problems: list[str]) -> Report:
         labels = list(self.labels)

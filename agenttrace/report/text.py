@@ -13,6 +13,7 @@ import html
 
 from agenttrace.report.model import (
     SEGMENT_FIELDS,
+    STAGE_LABELS,
     Distribution,
     RunFigures,
     SpecFigures,
@@ -204,10 +205,6 @@ def summary_rows(r: RunFigures) -> list[tuple[str, str]]:
     if r.loops_detected:
         rows.append(("loops detected", f"{r.loops_detected} task(s) stopped repeating a tool call"))
     return rows
-
-
-STAGE_LABELS = {"generation": "generation", "tool": "tool", "memory": "memory", "compaction": "compaction",
-                "delegation_overhead": "delegation overhead", "other": "other"}
 
 
 def stage_line(st) -> str:

@@ -233,7 +233,7 @@ class WhatIfFold:
     against their plain arm."""
 
     def __init__(self) -> None:
-        self.gens: dict[tuple[str | None, str, bool], DrafterGenerations] = {}
+        self.gens: defaultdict[tuple[str | None, str, bool], DrafterGenerations] = defaultdict(DrafterGenerations)
         self.stats: dict[tuple[str | None, str], AcceptanceStats] = {}
         self.plain: dict[tuple[str | None, bool], Decoding] = defaultdict(Decoding)  # by model and constraint
 
@@ -244,11 +244,7 @@ class WhatIfFold:
                 if g.method == "none":
                     self.plain[(g.model, g.constrained)].add(g)
                 else:
-                    key = (label, g.method, g.constrained)
-                    group = self.gens.get(key)
-                    if group is None:
-                        group = self.gens[key] = DrafterGenerations()
-                    group.add(g)
+                    self.gens[(label, g.method, g.constrained)].add(g)
         for method, st in a.acceptance:
             if method != "none":
                 self.stats.setdefault((label, method), AcceptanceStats()).merge(st)

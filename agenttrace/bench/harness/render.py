@@ -16,7 +16,7 @@ from agenttrace.bench.harness.figures import MIN_SAMPLES, ArmFigures, BenchFigur
 from agenttrace.bench.harness.options import HarnessOptions
 from agenttrace.generation.models import weights_label
 from agenttrace.bench.harness.records import Manifest, ScenarioResult
-from agenttrace.report.model import STAGE_FIELDS, Distribution
+from agenttrace.report.model import STAGE_FIELDS, STAGE_LABELS, Distribution
 
 
 @dataclass
@@ -126,8 +126,8 @@ def stages_table(figs: BenchFigures) -> TextTable | None:
             for a in arms]
     return TextTable(
         "Where task time went, by stage (share of the tasks' critical paths)",
-        ["suite", "arm", "task runs", "generation", "tool", "memory", "compaction", "delegation overhead", "other",
-         "TTVTC s", "correct action s", "compactions", "re-prefilled tokens", "sub-agent runs", "loops stopped"],
+        ["suite", "arm", "task runs", *STAGE_LABELS.values(), "TTVTC s", "correct action s", "compactions",
+         "re-prefilled tokens", "sub-agent runs", "loops stopped"],
         rows,
         ["Stages are read off each task's critical path and sum to its time. Compaction counts the compact_context "
          "span whole, the generation that wrote its summary included; its second cost is the next generation's "
