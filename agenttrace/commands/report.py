@@ -71,7 +71,7 @@ def _report(args: argparse.Namespace):
             report = report_clickhouse(store, sample=sample)
         except ClickHouseError as exc:
             raise InputError(str(exc)) from exc
-        return report if report.tasks or _spans(report) else f"no traces in {store.describe()}" + _first(report)
+        return report if _spans(report) else f"no traces in {store.describe()}" + _first(report)
     if jaeger is not None and not args.paths and args.format != "html":
         def progress(traces: int, end_us: int) -> None:
             if traces > args.page_traces:

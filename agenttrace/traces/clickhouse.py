@@ -25,12 +25,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from agenttrace import semconv as sc
-from agenttrace.traces.records import ATTRIBUTE_TYPES, ROUND_TYPES, EventRecord, SpanRecord, checked
+from agenttrace.traces.records import (
+    ATTRIBUTE_TYPES,
+    ROUND_TYPES,
+    SPAN_KINDS,
+    STATUS_CODES,
+    EventRecord,
+    SpanRecord,
+    checked,
+)
 
 __all__ = ["ClickHouseError", "ClickHouseQuery", "Store", "TRACES_DDL", "check_table", "connect", "read_traces",
            "typed_value"]
@@ -163,36 +172,37 @@ class _Http:
         except ImportError as exc:
             raise ClickHouseError("ClickHouse URLs need clickhouse-connect (pip install 'agenttrace[clickhouse]')") from exc
         parts = urlsplit(url)
-        self.name = f"{parts.scheme}://{parts.hostname}:{parts.port or (8443 if parts.scheme == 'https' else 8123)}" \
-                    f"{parts.path or ''}"
+        port = parts.port or (8443 if parts.scheme == "https" else 8123)
+        self.name = f"{parts.scheme}://{parts.hostname}:{port}{parts.path or ''}"
         try:
             self._client = clickhouse_connect.get_client(
-                host=parts.hostname or "localhost", port=parts.port or (8443 if parts.scheme == "https" else 8123),
+                host=parts.hostname or "localhost", port=port,
                 username=unquote(parts.username or "default"), password=unquote(parts.password or ""),
                 database=parts.path.strip("/") or None, secure=parts.scheme == "https", connect_timeout=10)
         except Exception as exc:
             raise ClickHouseError(f"{self.name}: cannot connect ({str(exc).strip()[:300]}); is a ClickHouse server "
                                   "listening there?") from exc
 
-    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[list[Any]]:
+    @contextmanager
+    def _said(self) -> Iterator[None]:
+        """The client's errors (of its own types) as ClickHouseError saying what the server said."""
         try:
-            return [list(r) for r in self._client.query(sql, parameters=dict(params or {})).result_rows]
+            yield
         except Exception as exc:
             raise ClickHouseError(f"{self.name}: {str(exc).strip()[:500]}") from exc
+
+    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[list[Any]]:
+        with self._said():
+            return [list(r) for r in self._client.query(sql, parameters=dict(params or {})).result_rows]
 
     def command(self, sql: str) -> None:
-        try:
+        with self._said():
             self._client.command(sql)
-        except Exception as exc:
-            raise ClickHouseError(f"{self.name}: {str(exc).strip()[:500]}") from exc
 
     def insert_json_rows(self, table: str, lines: Sequence[bytes]) -> None:
-        if not lines:
-            return
-        try:
-            self._client.raw_insert(table, insert_block=b"\n".join(lines), fmt="JSONEachRow")
-        except Exception as exc:
-            raise ClickHouseError(f"{self.name}: {str(exc).strip()[:500]}") from exc
+        if lines:
+            with self._said():
+                self._client.raw_insert(table, insert_block=b"\n".join(lines), fmt="JSONEachRow")
 
 
 def connect(url: str) -> Store:
@@ -226,7 +236,7 @@ def check_table(store: Store, table: str) -> None:
     """ClickHouseError naming the table and what it lacks, unless it has the exporter's columns."""
     table = _identifier(table)
     db, _, name = table.rpartition(".")
-    where = f"table = {{t:String}}" + (" AND database = {d:String}" if db else " AND database = currentDatabase()")
+    where = "table = {t:String}" + (" AND database = {d:String}" if db else " AND database = currentDatabase()")
     found = {r[0] for r in store.rows(f"SELECT name FROM system.columns WHERE {where}", {"t": name, "d": db} if db else
                                       {"t": name})}
     if not found:
@@ -309,17 +319,15 @@ def read_traces(store: Store, q: ClickHouseQuery, problems: list[str]) -> Iterat
         yield checked(spans, problems)
 
 
-_KINDS = {"SPAN_KIND_UNSPECIFIED": "UNSPECIFIED", "SPAN_KIND_INTERNAL": "INTERNAL", "SPAN_KIND_SERVER": "SERVER",
-          "SPAN_KIND_CLIENT": "CLIENT", "SPAN_KIND_PRODUCER": "PRODUCER", "SPAN_KIND_CONSUMER": "CONSUMER"}
-_STATUS = {"STATUS_CODE_UNSET": "UNSET", "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"}
+# The exporter writes pdata's names (SPAN_KIND_SERVER, STATUS_CODE_OK); older ones wrote Server, Ok.
+_KINDS = {f"SPAN_KIND_{k}": k for k in SPAN_KINDS.values()}
+_STATUS = {f"STATUS_CODE_{c}": c for c in STATUS_CODES.values()}
 _INT = re.compile(r"-?(0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|-?\.[0-9]+")
-_NAMED = {"Unspecified": "UNSPECIFIED", "Internal": "INTERNAL", "Server": "SERVER", "Client": "CLIENT",
-          "Producer": "PRODUCER", "Consumer": "CONSUMER", "Unset": "UNSET", "Ok": "OK", "Error": "ERROR"}
 
 
 def _enum(text: str, table: dict[str, str], default: str) -> str:
-    return table.get(text) or _NAMED.get(text) or (text.upper() if text.upper() in table.values() else default)
+    return table.get(text) or (text.upper() if text.upper() in table.values() else default)
 
 
 def typed_value(key: str, text: str, types: Mapping[str, str] = ATTRIBUTE_TYPES) -> Any:
@@ -327,8 +335,10 @@ def typed_value(key: str, text: str, types: Mapping[str, str] = ATTRIBUTE_TYPES)
     kind = types.get(key)
     if kind == "a string":
         return text
-    if kind == "a boolean" or text in ("true", "false"):
-        return text == "true" if text in ("true", "false") else text
+    if text in ("true", "false"):
+        return text == "true"
+    if kind == "a boolean":
+        return text
     if kind in ("an integer", "a number") or kind is None:
         if _INT.fullmatch(text):
             return int(text)

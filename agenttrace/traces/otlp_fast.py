@@ -23,12 +23,14 @@ import msgspec
 
 from agenttrace.traces.otlp_json import (
     MAX_DEPTH,
+    _get,
     _hex_id,
+    _int,
     _kind,
     _status,
     decode_any_value,
 )
-from agenttrace.traces.records import EventRecord, SpanRecord
+from agenttrace.traces.records import EventRecord, SpanRecord, short
 
 __all__ = ["decode_request"]
 
@@ -158,21 +160,8 @@ def _time(value: int | str | None) -> int:
     return 0 if value is None else int(value)  # as the general reader: "" is not a time
 
 
-def _event_time(value: int | str | None) -> int:
-    return 0 if value is None or value == "" else int(value)
-
-
-def _short(text: str | None) -> str:
-    text = text or ""
-    return _intern(text) if len(text) <= 48 else text
-
-
 def _link(ln: dict) -> tuple[str, str]:
-    def get(camel: str, snake: str) -> Any:
-        value = ln.get(camel)
-        return ln.get(snake) if value is None else value
-
-    return _hex_id(get("traceId", "trace_id")) or "", _hex_id(get("spanId", "span_id")) or ""
+    return _hex_id(_get(ln, "traceId", "trace_id")) or "", _hex_id(_get(ln, "spanId", "span_id")) or ""
 
 
 def decode_request(line: bytes, source: str, problems: list[str]) -> list[SpanRecord]:
@@ -189,7 +178,7 @@ def decode_request(line: bytes, source: str, problems: list[str]) -> list[SpanRe
     for rs in request.resourceSpans:
         resource = _attributes(rs.resource.attributes, notes) if rs.resource is not None else {}
         for ss in rs.scopeSpans or ():
-            scope_name = _short(ss.scope.name) if ss.scope is not None else ""
+            scope_name = short(ss.scope.name or "") if ss.scope is not None else ""
             for s in ss.spans or ():
                 st = s.status
                 status, message = _status(st) if st else ("UNSET", "")
@@ -199,12 +188,12 @@ def decode_request(line: bytes, source: str, problems: list[str]) -> list[SpanRe
                     trace_ids.setdefault(trace_id, trace_id),
                     _hex_id(s.spanId) or "",
                     _hex_id(s.parentSpanId),
-                    _short(s.name),
+                    short(s.name or ""),
                     _kind(s.kind if s.kind is not None else 0),
                     _time(s.startTimeUnixNano),
                     _time(s.endTimeUnixNano),
                     _attributes(s.attributes, notes),
-                    [EventRecord(_short(e.name), _event_time(e.timeUnixNano), _attributes(e.attributes, notes))
+                    [EventRecord(short(e.name or ""), _int(e.timeUnixNano), _attributes(e.attributes, notes))
                      for e in s.events] if s.events else (),
                     status,
                     message,

@@ -43,13 +43,19 @@ BATCH_SPANS = 20_000  # spans per batch handed on: few enough to stay small, man
 _GENERIC = msgspec.json.Decoder()
 
 
+def _surrogate_escapes(line: bytes) -> bool:
+    """Whether the line escapes a UTF-16 surrogate (`\\udXXX`): only parse_json reads a lone one
+    as the one-pass loader does."""
+    return b"\\u" in line and (b"\\ud" in line or b"\\uD" in line)
+
+
 def parse_line(line: bytes):
     """One JSON document, as `parse_json` gives it (JSONError for what is not JSON we can hold).
     msgspec, not orjson: orjson reads an integer past 64 bits as a float (a 40-digit span id
     became `1e+41`), msgspec keeps it exact; what msgspec refuses (NaN, 1e400, invalid UTF-8)
     goes to parse_json, which gives its value or its error."""
-    if b"\\u" in line and (b"\\ud" in line or b"\\uD" in line):
-        return parse_json(line)  # surrogate escapes: parse_json replaces the lone ones
+    if _surrogate_escapes(line):
+        return parse_json(line)  # parse_json replaces the lone ones
     try:
         return _GENERIC.decode(line)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
@@ -151,25 +157,24 @@ def stream_traces(paths: Iterable[str | os.PathLike[str]], problems: list[str], 
             st.line += 1
             st.take(spans)
             continue
-        else:
-            for n, line in _file_lines(path):
-                st.line += 1
-                where = f"{path}:{n}"
-                try:
-                    read = _line_spans(line, where, problems)
-                except JSONError as exc:
-                    problems.append(f"{where}: {exc}; line skipped")
-                    continue
-                except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
-                    text = str(exc)
-                    problems.append(f"{where}: malformed span data ({type(exc).__name__}: "
-                                    f"{text if len(text) <= 200 else text[:200] + '...'}); line skipped")
-                    continue
-                st.take(checked(read, problems))
-                st.settle()
-                out = st.batch()
-                if out is not None:
-                    yield out
+        for n, line in _file_lines(path):
+            st.line += 1
+            where = f"{path}:{n}"
+            try:
+                read = _line_spans(line, where, problems)
+            except JSONError as exc:
+                problems.append(f"{where}: {exc}; line skipped")
+                continue
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+                text = str(exc)
+                problems.append(f"{where}: malformed span data ({type(exc).__name__}: "
+                                f"{text if len(text) <= 200 else text[:200] + '...'}); line skipped")
+                continue
+            st.take(checked(read, problems))
+            st.settle()
+            out = st.batch()
+            if out is not None:
+                yield out
         if len(problems) - kept > MAX_PROBLEMS_PER_FILE:
             extra = len(problems) - kept - MAX_PROBLEMS_PER_FILE
             del problems[kept + MAX_PROBLEMS_PER_FILE:]
@@ -183,7 +188,7 @@ def stream_traces(paths: Iterable[str | os.PathLike[str]], problems: list[str], 
 def _line_spans(line: bytes, where: str, problems: list[str]) -> list[SpanRecord]:
     """The spans of one line: through the typed decoder when the line has its shape, else parsed
     and read as `traces.load` reads it (all of a line, or none)."""
-    if b"\\u" not in line or not (b"\\ud" in line or b"\\uD" in line):  # (lone surrogates: parse_json's)
+    if not _surrogate_escapes(line):
         try:
             return decode_request(line, where, problems)
         except NotTyped:
