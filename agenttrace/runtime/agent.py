@@ -292,7 +292,6 @@ class Agent:
                 step.attempts.append(attempt)
                 if attempt.outcome in (Outcome.OK, Outcome.CANCELLED) or attempt.mistake is None:
                     break  # a decision, a cancellation, or an error no retry can mend (the context is full)
-                assert attempt.mistake is not None
                 convo += [Message("assistant", attempt.text), retry_feedback(attempt.mistake)]
 
             last = step.attempts[-1].outcome if step.attempts else Outcome.CANCELLED

@@ -87,10 +87,6 @@ class TokenCounter:
     def __init__(self, model: object) -> None:
         self._encode: Callable[[Sequence[Message]], list[int]] | None = _unwrap(model, "encode_chat")
 
-    @property
-    def exact(self) -> bool:
-        return self._encode is not None
-
     def ids(self, messages: Sequence[Message]) -> list[int] | None:
         return self._encode(messages) if self._encode is not None else None
 
@@ -99,16 +95,13 @@ class TokenCounter:
             return len(self._encode(messages))
         return sum(_estimate(m) for m in messages)
 
-    def reusable(self, messages: Sequence[Message], cached: Sequence[Message]) -> int:
-        """Prompt tokens of `messages` a prefix cache holding `cached` would serve."""
+    def reprefill(self, before: Sequence[Message], after: Sequence[Message], cached: Sequence[Message]) -> int:
+        """Prompt tokens a prefix cache holding `cached` serves for `before` but not for `after`
+        (what replacing one with the other makes the next prefill redo)."""
         if self._encode is not None:
-            return _common_prefix(self._encode(messages), self._encode(cached))
-        n = 0
-        for a, b in zip(messages, cached):
-            if a != b:
-                break
-            n += _estimate(a)
-        return n
+            held = self._encode(cached)  # encoded once: these prompts run to the context's length
+            return max(0, _common_prefix(self._encode(before), held) - _common_prefix(self._encode(after), held))
+        return max(0, _shared_estimate(before, cached) - _shared_estimate(after, cached))
 
 
 def context_length(model: object) -> int | None:
@@ -120,7 +113,18 @@ def _estimate(m: Message) -> int:
     return 4 + (len(m.content) + 3) // 4
 
 
+def _shared_estimate(messages: Sequence[Message], cached: Sequence[Message]) -> int:
+    """Estimated tokens of the leading messages `messages` and `cached` share."""
+    n = 0
+    for a, b in zip(messages, cached):
+        if a != b:
+            break
+        n += _estimate(a)
+    return n
+
+
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    # kv.common_prefix_length's twin: generation/kv.py imports torch, the runtime's loop need not
     n = 0
     for x, y in zip(a, b):
         if x != y:
@@ -152,8 +156,7 @@ def extractive_summary(turns: Sequence[Sequence[Message]], request: str, chars: 
     for turn in turns:
         call = next((m.content for m in turn if m.role == "assistant"), "")
         text = "\n".join(m.content for m in turn if m.role != "assistant")
-        if text.startswith(SUMMARY_PREFIX):
-            text = text[len(SUMMARY_PREFIX):]
+        text = text.removeprefix(SUMMARY_PREFIX)
         lines = [ln.strip() for ln in re.split(r"\n|(?<=[.;])\s+", text) if ln.strip()]
         hits = [ln for ln in lines if wanted & set(_WORD.findall(ln.casefold()))] or lines
         kept, size = [], 0
@@ -250,10 +253,7 @@ class Compactor:
             except Exception as exc:  # the summary's generation failed (ContextTooLong, a server down, a bug)
                 # compaction only saves tokens: whatever broke it, the agent goes on uncompacted
                 return self._failed(h, tokens_before, "summary_failed", f"{type(exc).__name__}: {exc}")
-            reprefill = 0
-            if previous_prompt:
-                reprefill = max(0, self.counter.reusable(history, previous_prompt)
-                                - self.counter.reusable(messages, previous_prompt))
+            reprefill = self.counter.reprefill(history, messages, previous_prompt) if previous_prompt else 0
             if h is not None:
                 h.tokens_after(after)
                 h.span.set_attributes({sc.COMPACTION_TURNS: turns, sc.COMPACTION_REPREFILL_TOKENS: reprefill})

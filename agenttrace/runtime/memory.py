@@ -24,9 +24,10 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from agenttrace.clock import Clock, default_clock
 from agenttrace.errors import MemoryUnavailable
@@ -34,6 +35,7 @@ from agenttrace.errors import MemoryUnavailable
 __all__ = ["ENGINE", "SHARED", "MemoryItem", "MemoryStore", "StoreCall", "fts_query"]
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ENGINE = "sqlite-fts5"
 SHARED = "shared"  # the namespace every search reads (pre-seeded facts)
@@ -144,7 +146,7 @@ class MemoryStore:
                 conn.executemany("INSERT INTO memories(namespace, text, created_ns) VALUES (?, ?, ?)",
                                  [(namespace, t, now) for t in rows])
 
-        seconds = self._run(write)
+        _, seconds = self._run(write)
         items = tuple(MemoryItem(t, namespace, 0.0) for t in rows)
         return StoreCall(items, sum(len(t.encode()) for t in rows), seconds)
 
@@ -158,27 +160,18 @@ class MemoryStore:
         sql = (f"SELECT m.text, m.namespace, bm25(memories_fts) AS rank FROM memories_fts "
                f"JOIN memories m ON m.id = memories_fts.rowid "
                f"WHERE memories_fts MATCH ? AND m.namespace IN ({marks}) ORDER BY rank LIMIT ?")
-        found: list[tuple[str, str, float]] = []
-
-        def read(conn: sqlite3.Connection) -> None:
-            found.extend(conn.execute(sql, [match, *spaces, int(limit)]).fetchall())
-
-        seconds = self._run(read)
+        found, seconds = self._run(lambda conn: conn.execute(sql, [match, *spaces, int(limit)]).fetchall())
         # SQLite's bm25() is negated (lower is better); the item's score is the usual positive one
         items = tuple(MemoryItem(text, ns, -float(rank)) for text, ns, rank in found)
         return StoreCall(items, sum(len(i.text.encode()) for i in items), seconds)
 
     def count(self, namespace: str | None = None) -> int:
-        out: list[int] = []
-
-        def read(conn: sqlite3.Connection) -> None:
-            if namespace is None:
-                out.append(conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
-            else:
-                out.append(conn.execute("SELECT COUNT(*) FROM memories WHERE namespace = ?", (namespace,)).fetchone()[0])
-
-        self._run(read)
-        return out[0]
+        if namespace is None:
+            sql, args = "SELECT COUNT(*) FROM memories", ()
+        else:
+            sql, args = "SELECT COUNT(*) FROM memories WHERE namespace = ?", (namespace,)
+        n, _ = self._run(lambda conn: conn.execute(sql, args).fetchone()[0])
+        return n
 
     def seed(self, texts: Iterable[str], *, namespace: str = SHARED) -> int:
         """Store `texts` in `namespace` unless it holds facts already (a resumed run's store is
@@ -199,9 +192,9 @@ class MemoryStore:
             raise
         return conn
 
-    def _run(self, work) -> float:
-        """Run `work(conn)` under the lock; the seconds it took inside SQLite. Every SQLite or OS
-        failure becomes MemoryUnavailable naming the file."""
+    def _run(self, work: Callable[[sqlite3.Connection], T]) -> tuple[T, float]:
+        """Run `work(conn)` under the lock: what it returned and the seconds it took inside
+        SQLite. Every SQLite or OS failure becomes MemoryUnavailable naming the file."""
         if self._broken is not None:
             raise MemoryUnavailable(str(self.path), self._broken)
         with self._lock:
@@ -209,7 +202,7 @@ class MemoryStore:
             try:
                 if self._conn is None:
                     self._conn = self._connect()
-                work(self._conn)
+                value = work(self._conn)
             except sqlite3.OperationalError as exc:
                 reason = _reason(exc)
                 if "locked" not in reason and "busy" not in reason:
@@ -222,7 +215,7 @@ class MemoryStore:
                 _log.warning("memory file %s cannot be used (%s); the agent goes on without memory", self.path,
                              self._broken)
                 raise MemoryUnavailable(str(self.path), self._broken) from exc
-            return (self.clock.now_ns() - t0) / 1e9
+            return value, (self.clock.now_ns() - t0) / 1e9
 
     def _drop_connection(self) -> None:
         if self._conn is not None:

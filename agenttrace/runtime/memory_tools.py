@@ -12,7 +12,7 @@ agent loop with `memory_namespace`; tools run in a copy of the caller's context,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from agenttrace import semconv as sc
 from agenttrace.errors import MemoryUnavailable
 from agenttrace.instrument.operations import memory_span
-from agenttrace.runtime.memory import ENGINE, SHARED, MemoryItem, MemoryStore
+from agenttrace.runtime.memory import ENGINE, SHARED, MemoryItem, MemoryStore, StoreCall
 from agenttrace.runtime.tools import Tool
 from agenttrace.telemetry import Telemetry
 
@@ -48,37 +48,44 @@ class Recalled:
     unavailable: str | None = None
 
 
-def recall(store: MemoryStore, query: str, *, limit: int = 3, auto: bool = False,
-           telemetry: Telemetry | None = None) -> Recalled:
-    """Search the current namespace and `shared` for `query`: a `search_memory` span. `auto`
-    marks a search the runtime made on its own (not a tool call)."""
-    with memory_span(sc.OP_SEARCH_MEMORY, telemetry=telemetry) as m:
+def _traced(operation: str, call: Callable[[], StoreCall], telemetry: Telemetry | None,
+            auto: bool = False) -> StoreCall | str:
+    """One store call under its memory span: what it did, or why memory is unavailable (the span
+    marked failed)."""
+    with memory_span(operation, telemetry=telemetry) as m:
         if m is not None and auto:
             m.span.set_attribute(sc.MEMORY_AUTO, True)
         try:
-            call = store.search(query, namespaces=(SHARED, _NAMESPACE.get()), limit=limit)
-        except MemoryUnavailable as exc:
-            if m is not None:
-                m.failed(ERROR_UNAVAILABLE, str(exc))
-            return Recalled(unavailable=str(exc))
-        if m is not None:
-            m.record(len(call.items), bytes=call.bytes, store_s=call.store_s, store=ENGINE)
-        return Recalled(call.items)
-
-
-def remember(store: MemoryStore, text: str, *, telemetry: Telemetry | None = None) -> str | None:
-    """Store `text` in the current namespace: a `create_memory` span. Returns None, or why
-    memory is unavailable."""
-    with memory_span(sc.OP_CREATE_MEMORY, telemetry=telemetry) as m:
-        try:
-            call = store.add(text, namespace=_NAMESPACE.get())
+            done = call()
         except MemoryUnavailable as exc:
             if m is not None:
                 m.failed(ERROR_UNAVAILABLE, str(exc))
             return str(exc)
         if m is not None:
-            m.record(len(call.items), bytes=call.bytes, store_s=call.store_s, store=ENGINE)
-        return None
+            m.record(len(done.items), bytes=done.bytes, store_s=done.store_s, store=ENGINE)
+        return done
+
+
+def recall(store: MemoryStore, query: str, *, limit: int = 3, auto: bool = False,
+           telemetry: Telemetry | None = None) -> Recalled:
+    """Search the current namespace and `shared` for `query`: a `search_memory` span. `auto`
+    marks a search the runtime made on its own (not a tool call)."""
+    spaces = (SHARED, _NAMESPACE.get())
+    done = _traced(sc.OP_SEARCH_MEMORY, lambda: store.search(query, namespaces=spaces, limit=limit), telemetry, auto)
+    return Recalled(unavailable=done) if isinstance(done, str) else Recalled(done.items)
+
+
+def remember(store: MemoryStore, text: str, *, telemetry: Telemetry | None = None) -> str | None:
+    """Store `text` in the current namespace: a `create_memory` span. Returns None, or why
+    memory is unavailable."""
+    namespace = _NAMESPACE.get()
+    done = _traced(sc.OP_CREATE_MEMORY, lambda: store.add(text, namespace=namespace), telemetry)
+    return done if isinstance(done, str) else None
+
+
+def _unavailable(why: str) -> str:
+    """The observation a memory tool gives when the store cannot be used: not a failure to retry."""
+    return f"Memory is unavailable ({why}). Go on without it."
 
 
 def render_facts(items: tuple[MemoryItem, ...]) -> str:
@@ -91,12 +98,12 @@ def memory_tools(store: MemoryStore, *, limit: int = 3) -> list[Tool]:
 
     def remember_fact(text: str) -> str:
         why = remember(store, text)
-        return "Stored." if why is None else f"Memory is unavailable ({why}). Go on without it."
+        return "Stored." if why is None else _unavailable(why)
 
     def recall_facts(query: str, limit: int = limit) -> str:
         found = recall(store, query, limit=limit)
         if found.unavailable is not None:
-            return f"Memory is unavailable ({found.unavailable}). Go on without it."
+            return _unavailable(found.unavailable)
         return render_facts(found.items) if found.items else f"Nothing stored matches {query!r}."
 
     return [
