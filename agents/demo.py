@@ -1,7 +1,8 @@
 """The main job: the reference agent on the bundled model with speculative decoding, a trace
 under traces/ and the per-step report (`--suite` runs another task set with its own agent: the
-long-horizon one remembers, compacts its context and delegates). With several arms (e.g. baseline and speculative) each
-task runs under every arm in turn, alternating the order, so both see the same machine drift."""
+long-horizon one remembers, compacts its context and delegates). With several arms (e.g.
+baseline and speculative) each task runs under every arm in turn, alternating the order, so both
+see the same machine drift."""
 
 from __future__ import annotations
 

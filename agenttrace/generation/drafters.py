@@ -49,8 +49,14 @@ class Drafter(Protocol):
         ...
 
     # Optional: `fork() -> Drafter`, a drafter sharing this one's weights with state of its own,
-    # for a model that generates beside this one (LocalChatModel.sibling); without it the same
-    # object is shared, which only a stateless drafter allows.
+    # for a model that generates beside this one (LocalChatModel.sibling); see `fork_drafter`.
+
+
+def fork_drafter(drafter: Drafter) -> Drafter:
+    """The drafter's `fork()` (shared weights, state of its own); the drafter itself when it has
+    none, which only a stateless drafter allows."""
+    fork = getattr(drafter, "fork", None)
+    return fork() if callable(fork) else drafter
 
 
 def longest_suffix_match(context: Sequence[int], max_ngram: int) -> tuple[int, int]:

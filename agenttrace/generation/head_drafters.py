@@ -11,7 +11,6 @@ draft vocabulary), so rejection sampling stays exact.
 from __future__ import annotations
 
 import copy
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,7 +18,7 @@ import torch
 
 from agenttrace.generation import sampling
 from agenttrace.generation.chat import GenerationParams
-from agenttrace.generation.drafters import Draft
+from agenttrace.generation.drafters import Draft, fork_drafter
 from agenttrace.generation.heads import EagleHead, HeadCache, MedusaHeads, quantize_head
 from agenttrace.generation.kv import common_prefix_length
 from agenttrace.generation.tree import TreeDraft
@@ -286,8 +285,7 @@ class LookupThenHead:
         self.head.reset()
 
     def fork(self) -> LookupThenHead:
-        fork = lambda d: d.fork() if hasattr(d, "fork") else d  # noqa: E731
-        return LookupThenHead(fork(self.lookup), fork(self.head), self.min_tokens)
+        return LookupThenHead(fork_drafter(self.lookup), fork_drafter(self.head), self.min_tokens)
 
 
 def int8_pays(model) -> bool:

@@ -23,7 +23,7 @@ from agenttrace.generation.chat import (
 )
 from agenttrace.generation.compiled import CompiledDecoder, compiled_view
 from agenttrace.generation.constrain import GrammarCompiler
-from agenttrace.generation.drafters import Drafter
+from agenttrace.generation.drafters import Drafter, fork_drafter
 from agenttrace.generation.loop import Decoded, StopCriteria, generate
 from agenttrace.generation.packed import packed_view
 from agenttrace.generation.prefix_cache import PrefixCache
@@ -203,16 +203,14 @@ class LocalChatModel:
 
     def sibling(self, *, engine: BatchEngine | None = None) -> LocalChatModel:
         """A model over the same weights and tokenizer that decodes the same way (drafter kind,
-        k, adaptivity, fallback) with state of its own: a fresh k controller, the drafter's
-        `fork()` (one without it is shared: fine for a stateless one), an empty prefix cache of the same size, on `engine` when given. For agents that
-        generate at once (parallel sub-agents): on one engine their calls batch; without one
-        they share this model's prepacked weights and run side by side."""
+        k, adaptivity, fallback) with state of its own: a fresh k controller, the drafter's fork
+        (drafters.fork_drafter), an empty prefix cache of the same size, on `engine` when given.
+        For agents that generate at once (parallel sub-agents): on one engine their calls batch;
+        without one they share this model's prepacked weights and run side by side."""
         if self.compiled is not None:
             raise ValueError("a compiled model's static cache serves one generation at a time: make siblings of an "
                              "eager model (compiled=False)")
-        drafter = self.drafter
-        if drafter is not None and callable(getattr(drafter, "fork", None)):
-            drafter = drafter.fork()  # shared weights, state of its own (else: shared, as stateless)
+        drafter = fork_drafter(self.drafter) if self.drafter is not None else None
         cache = PrefixCache(self.prefix_cache.max_bytes) if self.prefix_cache is not None else False
         sib = LocalChatModel(self.model, self.tokenizer, name=self._name, drafter=drafter,
                              num_speculative_tokens=self.num_speculative_tokens or 3, prefix_cache=cache,
@@ -323,7 +321,6 @@ class LocalChatModel:
             roofline=meter.result(peaks) if meter is not None else None,
         )
         return gen, out
-
 
     def _generate_alone(self, prompt_ids, params, stop, cancel, on_tokens, matcher, meter) -> Decoded:
         return generate(
