@@ -1,0 +1,170 @@
+"""Record real agent frameworks' traces, with their ground truth, as test data.
+
+    ./scripts/record-frameworks                 # every recording (builds the environments once)
+    ./scripts/record-frameworks smolagents-openinference openai-agents-chat
+    ./scripts/record-frameworks --list
+
+Each folder here (`tests/frameworks/<framework>/`) holds an agent script and `recordings.toml`:
+
+    [[recording]]
+    name = "smolagents-openinference"       # the files: traces/frameworks/<name>.jsonl, .truth.json
+    requirements = "requirements.txt"       # pinned, in this folder: one cached environment per file
+    args = ["--model-api", "chat"]           # the script's arguments
+    framework = "smolagents"                 # the distribution whose version the truth names
+    instrumentation = "openinference-instrumentation-smolagents"
+
+For each recording the driver starts the fake OpenAI server (fake_llm.py) and an OTLP/HTTP
+receiver on loopback, runs the script in its environment (tests/cached_venv.py: built once from
+the pinned requirements, under the user cache dir or AGENTTRACE_FRAMEWORK_VENVS), writes what the
+receiver got as OTLP/JSON lines (the format of our trace files) and the ground truth
+(ground_truth.py), then prints the report's figures beside the truth (compare.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent
+ROOT = TESTS.parent
+sys.path[:0] = [str(HERE), str(TESTS)]
+
+import cached_venv  # noqa: E402
+import fake_llm  # noqa: E402
+import ground_truth  # noqa: E402
+from otlp_receiver import http_receiver  # noqa: E402
+
+OUT = ROOT / "traces" / "frameworks"
+RUN_TIMEOUT_S = 600
+# What frameworks would otherwise fetch or report at run time (the network reaches only PyPI).
+QUIET_ENV = {
+    "OPENAI_API_KEY": "sk-fake", "DO_NOT_TRACK": "1", "ANONYMIZED_TELEMETRY": "false", "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_DISABLE_TRACKING": "true", "OTEL_SDK_DISABLED": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TOKENIZERS_PARALLELISM": "false", "LANGCHAIN_TRACING_V2": "false",
+    "SCARF_NO_ANALYTICS": "true", "PYTHONDONTWRITEBYTECODE": "1",
+    "TRACELOOP_TELEMETRY": "false", "POSTHOG_DISABLED": "1", "AUTOGEN_DISABLE_TELEMETRY": "1",
+}
+
+
+@dataclass
+class Recording:
+    name: str
+    folder: Path
+    requirements: str
+    args: list[str] = field(default_factory=list)
+    script: str = "agent.py"
+    framework: str = ""
+    instrumentation: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+    def pins(self) -> list[str]:
+        lines = (self.folder / self.requirements).read_text().splitlines()
+        return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+
+    def python(self) -> Path:
+        """The recording's interpreter, its environment built on first use."""
+        stem = Path(self.requirements).stem.removeprefix("requirements").strip("-_") or "default"
+        name = f"framework-{self.folder.name}-{stem}"
+        base = os.environ.get("AGENTTRACE_FRAMEWORK_VENVS")
+        venv = Path(base) / name if base else cached_venv.venv_dir(name)
+        return cached_venv.ensure_venv(venv, self.pins()) / "python"
+
+
+def recordings() -> list[Recording]:
+    found = []
+    for toml in sorted(HERE.glob("*/recordings.toml")):
+        for entry in tomllib.loads(toml.read_text())["recording"]:
+            found.append(Recording(folder=toml.parent, **entry))
+    return found
+
+
+def _hex_ids(node: Any) -> Any:
+    """Protobuf's JSON mapping writes bytes as base64; OTLP/JSON writes trace and span ids as hex."""
+    if isinstance(node, dict):
+        return {k: (base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") and isinstance(v, str) else _hex_ids(v))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_hex_ids(v) for v in node]
+    return node
+
+
+def otlp_json_lines(requests: list[Any]) -> list[str]:
+    """Each received ExportTraceServiceRequest as one OTLP/JSON line (our trace files' format)."""
+    from google.protobuf.json_format import MessageToDict
+
+    return [json.dumps(_hex_ids(MessageToDict(r, use_integers_for_enums=True)), separators=(",", ":")) for r in requests]
+
+
+def record(rec: Recording, out: Path = OUT) -> tuple[Path, Path]:
+    """Run one recording; returns (trace file, truth file). Raises with the script's output when
+    it fails or records nothing."""
+    python = rec.python()
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp, fake_llm.running() as llm, http_receiver() as (otlp, received):
+        events = Path(tmp) / "events.json"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_", "PYTHON", "VIRTUAL_ENV"))}
+        env.update(QUIET_ENV)
+        env.update({
+            "PYTHONPATH": str(HERE), "HOME": tmp, "AGENTTRACE_FAKE_LLM": llm.base_url, "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_BASE": llm.base_url, "AGENTTRACE_TRUTH_EVENTS": str(events),
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{otlp}/v1/traces", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+            **rec.env,
+        })
+        cmd = [str(python), str(rec.folder / rec.script), *rec.args]
+        done = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        if done.returncode != 0 or not events.is_file() or not received.requests:
+            raise RuntimeError(f"{rec.name}: {' '.join(cmd)} exited {done.returncode}"
+                               f"{'' if received.requests else ', no spans received'}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
+        meta = {"recording": rec.name, "framework": rec.framework, "instrumentation": rec.instrumentation,
+                "command": f"./scripts/record-frameworks {rec.name}"}
+        truth = ground_truth.truth(json.loads(events.read_text()), list(llm.log), meta)
+        failed = [t for t in truth["tasks"] if t["error"]]
+        if failed:
+            print(f"{rec.name}: {len(failed)} task(s) raised: " + "; ".join(t["error"][:200] for t in failed), file=sys.stderr)
+        trace_path, truth_path = out / f"{rec.name}.jsonl", out / f"{rec.name}.truth.json"
+        trace_path.write_text("\n".join(otlp_json_lines(received.requests)) + "\n")
+        truth_path.write_text(json.dumps(truth, indent=1) + "\n")
+    return trace_path, truth_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="recordings to make (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the recordings and exit")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where the files go (default {OUT.relative_to(ROOT)})")
+    args = parser.parse_args(argv)
+    known = recordings()
+    if args.list:
+        for r in known:
+            print(f"{r.name:44} {r.folder.name}/{r.script} {' '.join(r.args)}")
+        return 0
+    unknown = set(args.names) - {r.name for r in known}
+    if unknown:
+        parser.error(f"no recording named {', '.join(sorted(unknown))} (--list shows them)")
+    chosen = [r for r in known if not args.names or r.name in args.names]
+    failures = 0
+    for rec in chosen:
+        try:
+            trace_path, truth_path = record(rec, args.out)
+        except Exception as exc:  # one framework's failure does not stop the others
+            failures += 1
+            print(f"FAILED {exc}", file=sys.stderr)
+            continue
+        from compare import summary
+
+        print(summary(trace_path, truth_path))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
