@@ -213,6 +213,8 @@ DECISION_CORRECT: Final = "agenttrace.decision.correct"
 # error, which decision it made (`tool_call` or `final_answer`): its end is the decision moment.
 INFERRED: Final = "agenttrace.inferred"
 INFERRED_DECISION: Final = "agenttrace.inferred.decision"
+# ... and on a task, what could not be inferred and why: a tuple of "figure: reason" texts.
+NOT_INFERRED: Final = "agenttrace.not_inferred"
 
 # Not in SPANS.md, on generation spans recorded by the wrappers: how many tool calls the response
 # carried and their names (names are not content, so they are recorded without opt-in); whether

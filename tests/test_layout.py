@@ -20,8 +20,8 @@ EXAMPLES = {"agenttrace.examples.agents": ROOT / "agents", "agenttrace.examples.
 MAX_LINES = 400
 
 # What each stage may import of the others (besides the shared vocabulary at the top level:
-# semconv, errors, clock). Consumers (bench, commands, examples) come last; nothing imports them.
-SHARED = {"agenttrace", "agenttrace.semconv", "agenttrace.errors", "agenttrace.clock"}
+# semconv, errors, clock, decisions). Consumers (bench, commands, examples) come last; nothing imports them.
+SHARED = {"agenttrace", "agenttrace.semconv", "agenttrace.errors", "agenttrace.clock", "agenttrace.decisions"}
 ALLOWED = {
     "runtime": {"generation", "telemetry", "instrument"},
     "generation": {"telemetry"},  # chat.py records only; no stage imports upwards into runtime

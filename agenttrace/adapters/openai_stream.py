@@ -20,7 +20,7 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.adapters.replies import read_reply, usage_of
-from agenttrace.instrument.decisions import is_cancellation
+from agenttrace.decisions import is_cancellation
 from agenttrace.instrument.frames import (
     Placement,
     place_leaf,

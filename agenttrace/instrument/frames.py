@@ -30,11 +30,12 @@ from opentelemetry.trace import Span
 
 from agenttrace import semconv as sc
 from agenttrace.instrument.config import get_telemetry
-from agenttrace.instrument.decisions import (
+from agenttrace.decisions import (
     Flags,
     attempt_outcome,
     is_cancellation,
     step_outcome,
+    task_outcome,
 )
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import error_type, mark_error
@@ -96,15 +97,11 @@ class AgentRun:
     def final_outcome(self, exc: BaseException | None) -> sc.TaskOutcome:
         if self.outcome is not None:
             return self.outcome
-        if exc is not None:
-            return sc.TaskOutcome.CANCELLED if is_cancellation(exc) else sc.TaskOutcome.FAILED
-        if self.final_answers:
-            return sc.TaskOutcome.COMPLETED
-        if self.last_step_outcome in (sc.StepOutcome.INVALID, sc.StepOutcome.ERROR):
-            return sc.TaskOutcome.FAILED
-        if self.last_step_outcome is sc.StepOutcome.CANCELLED:
-            return sc.TaskOutcome.CANCELLED
-        return sc.TaskOutcome.BUDGET_EXHAUSTED if self.steps else sc.TaskOutcome.COMPLETED
+        outcome = task_outcome(failed=exc is not None, cancelled=exc is not None and is_cancellation(exc),
+                               final_answers=self.final_answers, steps=self.steps, last_step=self.last_step_outcome,
+                               after_tool_call=sc.TaskOutcome.BUDGET_EXHAUSTED)
+        assert outcome is not None  # our wrappers always know: see task_outcome
+        return outcome
 
 
 class Attempt:

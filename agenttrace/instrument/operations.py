@@ -9,7 +9,7 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.instrument.decisions import is_cancellation
+from agenttrace.decisions import is_cancellation
 from agenttrace.instrument.frames import (
     Frame,
     Placement,

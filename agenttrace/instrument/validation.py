@@ -21,7 +21,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace.errors import ArgumentsInvalid, schema_summary
 from agenttrace.instrument.config import get_telemetry
-from agenttrace.instrument.decisions import is_cancellation
+from agenttrace.decisions import is_cancellation
 from agenttrace.instrument.frames import (
     Frame,
     Placement,

@@ -16,6 +16,7 @@ from agenttrace import semconv as sc
 from agenttrace.report.model import (
     SEGMENT_FIELDS,
     GenerationFigures,
+    Missing,
     PathSectionFigures,
     StepFigures,
     TaskFigures,
@@ -201,12 +202,30 @@ def _waterfall(tree: SpanTree, root: SpanRecord, start: int) -> list[WaterfallSp
     return out
 
 
+_NOT_INTO = {sc.Segment.STEP, sc.Segment.DELEGATION, sc.Segment.AGENT}
+
+
+def task_steps(tree: SpanTree, agent: SpanRecord) -> list[SpanRecord]:
+    """The task's step spans, in start order: at any depth below the agent span (a user's own
+    span or a framework's layer may sit between), but not inside a step or a sub-agent's run."""
+    steps: list[SpanRecord] = []
+    stack = list(reversed(tree.kids(agent)))
+    while stack:
+        s = stack.pop()
+        if s.segment == sc.Segment.STEP:
+            steps.append(s)
+        if s.segment not in _NOT_INTO:
+            stack.extend(reversed(tree.kids(s)))
+    steps.sort(key=lambda s: s.start_ns)
+    return steps
+
+
 def task_figures(tree: SpanTree, agent: SpanRecord, *, waterfall: bool = False) -> TaskAnalysis:
     """The figures of one task (an agent span and its subtree)."""
     marks: list[tuple[SpanRecord, SpanRecord | None]] = []
     memo = breakdowns(tree, agent, marks)
     b = memo[id(agent)]
-    steps = [k for k in tree.kids(agent) if k.segment == sc.Segment.STEP]
+    steps = task_steps(tree, agent)
     analysis = _assemble(tree, agent, steps, memo, b, agent.start_ns, agent.end_ns, partial=False, waterfall=waterfall)
     analysis.figures.stages = stage_times(memo, agent, marks)
     return analysis
@@ -239,13 +258,14 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
     segments = b.segments()
     inferred = a.get(sc.INFERRED)
     inferred = [str(x) for x in inferred] if isinstance(inferred, (list, tuple)) else []
+    outcome = str(a.get(sc.TASK_OUTCOME, "unknown"))
     figures = lean(TaskFigures(
         trace_id=root.trace_id,
         task_id=str(a.get(sc.TASK_ID, root.span_id if not partial else f"{root.trace_id[:12]} (partial)")),
         agent=str(a.get(sc.GEN_AI_AGENT_NAME, root.name if not partial else "?")),
         run_label=root.resource.get(sc.RUN_LABEL),
         run_id=root.resource.get(sc.RUN_ID),
-        outcome=str(a.get(sc.TASK_OUTCOME, "unknown")),
+        outcome=outcome,
         wall_s=wall,
         ttvtc_s=(min(moments) - start) / NS if moments else None,
         time_to_correct_action_s=(min(correct) - start) / NS if correct else None,
@@ -265,6 +285,8 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
         expects_correct_action=marks,
         inferred=inferred,
         absent=[f for f in _UNRECORDED if not getattr(segments, f)] if structure.STEPS in inferred else [],
+        not_inferred=not_inferred(a.get(sc.NOT_INFERRED), steps=len(step_figs), attempts=len(attempts),
+                                  has_ttvtc=bool(moments), outcome_known=outcome != "unknown", partial=partial),
         sub_agents=sub_agents,
         compactions=len(compactions),
         reprefill_tokens=reprefill_tokens,
@@ -279,6 +301,26 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
         if waterfall:
             figures.waterfall = _waterfall(tree, root, start)
     return TaskAnalysis(figures, acceptance)
+
+
+def not_inferred(said: object, *, steps: int, attempts: int, has_ttvtc: bool, outcome_known: bool,
+                 partial: bool) -> list[Missing]:
+    """What the task's figures lack, and why: the reasons the reading of the trace gave
+    (`agenttrace.not_inferred`, "figure: reason"), else the plain one for each missing figure."""
+    out = []
+    for text in said if isinstance(said, (list, tuple)) else ():
+        figure, _, reason = str(text).partition(": ")
+        out.append(Missing(figure=figure, reason=reason))
+    named = {m.figure for m in out}
+    if not steps and "steps" not in named:
+        out.append(Missing(figure="steps", reason="no step span, and no model call or tool execution under this agent span"))
+    if not has_ttvtc and "TTVTC" not in named:
+        out.append(Missing(figure="TTVTC", reason="no step, so no decision" if not steps else
+                           "no attempt made a valid decision (no validation that held, no final answer)" if attempts else
+                           "its steps hold no attempt span, so no decision span"))
+    if not outcome_known and "outcome" not in named and not partial:
+        out.append(Missing(figure="outcome", reason="the agent span records none (agenttrace.task.outcome)"))
+    return out
 
 
 def orphan_steps(tree: SpanTree) -> list[list[SpanRecord]]:

@@ -229,6 +229,13 @@ class StepFigures(BaseModel):
                                               "spans (SPANS.md, Traces from other instrumentations)")
 
 
+class Missing(BaseModel):
+    """A figure the trace could not give for a task, and why (SPANS.md: "Said, not hidden")."""
+
+    figure: str = Field(description="steps, TTVTC or outcome")
+    reason: str
+
+
 class TaskFigures(BaseModel):
     trace_id: str
     task_id: str
@@ -262,6 +269,9 @@ class TaskFigures(BaseModel):
                                 "recorded (e.g. steps and attempts from another instrumentation's spans)")
     absent: list[str] = Field(default_factory=list, description="segments this task's trace cannot show (no span of its "
                               "instrumentation records them): their 0 means unknown, not none")
+    not_inferred: list[Missing] = Field(
+        default_factory=list, description="figures this task's trace could not give (no steps, no TTVTC, an unknown "
+                                          "outcome), each with why: never a bare 0/0 or unknown")
     stages: StageTimes = Field(default_factory=StageTimes, description="the critical path by stage (StageTimes)")
     sub_agents: int = Field(0, description="sub-agent runs (delegation spans) in the task")
     compactions: int = Field(0, description="compact_context spans in the task")

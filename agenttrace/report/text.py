@@ -145,6 +145,8 @@ def step_label(step: StepFigures) -> str:
 def task_notes(task: TaskFigures) -> list[str]:
     """What the task's table cannot show as recorded: inferred figures and absent segments."""
     notes = []
+    if task.not_inferred:
+        notes.append("not inferred: " + "; ".join(f"{m.figure} ({m.reason})" for m in task.not_inferred))
     if task.inferred:
         notes.append("inferred, not recorded: " + ", ".join(task.inferred)
                      + (" (* steps inferred from the spans' order, SPANS.md)" if any(s.inferred for s in task.steps) else ""))

@@ -42,7 +42,7 @@ from agenttrace.generation.chat import (
     Message,
     prepare_constraint,
 )
-from agenttrace.instrument.decisions import attempt_outcome, step_outcome
+from agenttrace.decisions import attempt_outcome, is_retried, step_outcome
 from agenttrace.instrument.generation import traced_model
 from agenttrace.instrument.operations import parse_span, tool_span
 from agenttrace.instrument.structure import agent_span, attempt_span, delegation_span, step_span
@@ -290,7 +290,7 @@ class Agent:
                 state.last_prompt = list(convo)
                 attempt = self._attempt(i, convo, task, step, result, cancel, state)
                 step.attempts.append(attempt)
-                if attempt.outcome in (Outcome.OK, Outcome.CANCELLED) or attempt.mistake is None:
+                if not is_retried(attempt.outcome) or attempt.mistake is None:
                     break  # a decision, a cancellation, or an error no retry can mend (the context is full)
                 convo += [Message("assistant", attempt.text), retry_feedback(attempt.mistake)]
 

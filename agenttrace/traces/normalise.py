@@ -123,22 +123,21 @@ def _map(spans: list[SpanRecord], readings: dict[str, Reading]) -> tuple[list[Sp
     return out, foreign
 
 
-def _under(index: SpanIndex, span: SpanRecord, segments: set[str]) -> bool:
-    return any(a.segment in segments for a in index.ancestors(span))
-
-
 _HOLDERS = {sc.Segment.AGENT.value, sc.Segment.DELEGATION.value, sc.Segment.STEP.value, sc.Segment.ATTEMPT.value}
+_OUR_LOOP = {sc.Segment.DELEGATION.value, sc.Segment.STEP.value, sc.Segment.ATTEMPT.value}
 
 
 def _task_roots(index: SpanIndex, foreign: set[Key]) -> list[SpanRecord]:
-    """Agent spans no agent (or step) holds, foreign agents inside one made delegations, and a
-    task for each root above generations no agent holds."""
+    """Agent spans no agent (or step) holds, and a task for each root above generations no agent
+    holds. A foreign agent inside one of our steps is a delegation; one inside another agent is
+    left to the task's reading (structure.py: a wrapper, or a delegation)."""
     roots: list[SpanRecord] = []
     for s in list(index):
         if s.segment != sc.Segment.AGENT:
             continue
-        if _under(index, s, _HOLDERS):
-            if key_of(s) in foreign:
+        up = index.ancestors(s)
+        if any(a.segment in _HOLDERS for a in up):
+            if key_of(s) in foreign and any(a.segment in _OUR_LOOP and key_of(a) not in foreign for a in up):
                 index.with_attributes(s, {sc.SEGMENT: sc.Segment.DELEGATION.value})
             continue
         roots.append(s)

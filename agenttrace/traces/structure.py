@@ -1,24 +1,32 @@
 """Tasks, steps and attempts where a trace has none of ours (SPANS.md, "Traces from other
-instrumentations": Mapping), and attempts for foreign generations inside our own steps.
+instrumentations"), and attempts for foreign generations inside our own steps.
 
-Other instrumentations record generations and tool executions under an agent span, but no step
-or attempt. The rules, in the order they apply:
+Frameworks put their model calls and tool executions (a task's *members*) under layers of their
+own: workflow, turn, step, node and chain spans, an agent span around the real agent. None of
+those layers decides anything, so the structure comes from the members alone, in time order,
+at any depth. The rules, in the order they apply to one task (the outermost agent span, or the
+root above generations no agent holds: traces/normalise.py finds them):
 
-- a task is the outermost agent span (an agent inside another is a delegation), else the root
-  above generations that no agent span holds (a synthetic agent span when that root is the
-  generation itself);
-- a turn is a generation and the tool executions (and delegations) that follow it under the
-  task before the next generation; a turn whose every tool execution failed is a failed attempt
-  (a validation error when the instrumentation says the arguments were refused), one whose
-  generation failed is an error;
-- a failed turn followed by a generation that calls one of the same tools again (or, after a
-  failed generation, by any generation) is a retry: the next attempt of the same step;
-- the decision moment is the end of the generation whose tool calls then executed without every
-  one failing, or that produced the answer (no tool call).
+- agents inside the task: one whose agent holds no member of its own outside it only wraps it
+  (the same task, transparent like any grouping span); one started by an agent that decides
+  itself is a delegation (its run is not the task's members, its time the step's delegation);
+- members: generations, tool executions and delegations below the task, not inside one another
+  (so a framework's LLM span around the client library's counts once) nor inside a delegation;
+- a turn is a generation and the members that follow it before the next generation; it fails
+  when its generation failed (`error`), when every tool execution failed (`tool_error`, or
+  `validation_error` when the instrumentation says the arguments were refused), or when a
+  grouping span around its generation failed with no tool execution under it (the framework's
+  own check refused the call: `validation_error`); a turn that holds answers when it calls no
+  tool, or calls a tool frameworks answer through (smolagents' `final_answer`);
+- steps follow our runtime's decision table (agenttrace.decisions): the turn after a failed one
+  retries its step; the decision moment is the end of the generation of a turn that held;
+- the task's outcome too (`decisions.task_outcome`): unknown after a tool call, since no span
+  says whether the run meant to stop there.
 
-Steps and attempts become synthetic spans placed where the turn's spans sit (under the deepest
+Steps and attempts become synthetic spans placed where the turns' spans sit (under the deepest
 span all of a step's spans share), so every figure is computed by the same code as for our own
-traces. Everything made here is marked with `agenttrace.inferred`.
+traces. Everything made here is marked with `agenttrace.inferred`; what could not be inferred is
+said on the task with why (`agenttrace.not_inferred`), never left as a bare zero or `unknown`.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
+from agenttrace.decisions import is_retried, step_outcome, task_outcome
 from agenttrace.traces.conventions import failed
 from agenttrace.traces.index import Key, SpanIndex, key_of
 from agenttrace.traces.records import SpanRecord
@@ -45,9 +54,9 @@ INFERRED_FIGURES = (TASK, STEPS, RETRIES, DECISIONS, VALIDITY, OUTCOME, ATTEMPT_
 
 _MEMBERS = {sc.Segment.GENERATION, sc.Segment.TOOL, sc.Segment.DELEGATION}
 _OURS = {sc.Segment.STEP, sc.Segment.ATTEMPT}
-_STEP_OUTCOME = {Outcome.TOOL_ERROR: sc.StepOutcome.ERROR, Outcome.TIMEOUT: sc.StepOutcome.ERROR,
-                 Outcome.ERROR: sc.StepOutcome.ERROR, Outcome.VALIDATION_ERROR: sc.StepOutcome.INVALID}
 _ASKED_FOR_TOOLS = {"tool_calls", "tool_call", "tool_use", "function_call"}
+# Tools a framework calls to give its answer: a call of one is the final answer, not a tool call.
+ANSWER_TOOLS = frozenset({"final_answer"})
 
 
 @dataclass
@@ -56,14 +65,22 @@ class _Turn:
     generation: SpanRecord | None = None
     outcome: Outcome = Outcome.OK
     decision: str | None = None
-    failed_tools: set[str] = field(default_factory=set)
 
     @property
     def tools(self) -> list[SpanRecord]:
         return [m for m in self.members if m.segment != sc.Segment.GENERATION]
 
 
-def _tool_name(span: SpanRecord) -> str:
+@dataclass
+class _Task:
+    """What one task's reading found, for its attributes."""
+
+    members: list[SpanRecord] = field(default_factory=list)
+    deciders: list[SpanRecord] = field(default_factory=list)  # agent spans holding members of their own
+    not_inferred: list[str] = field(default_factory=list)
+
+
+def tool_name(span: SpanRecord) -> str:
     name = span.attributes.get(sc.GEN_AI_TOOL_NAME)
     return name if isinstance(name, str) else span.name
 
@@ -77,25 +94,42 @@ def _asked_for_tools(gen: SpanRecord) -> bool:
     return isinstance(calls, int) and calls > 0
 
 
-def _judge(turn: _Turn) -> None:
-    """The turn's outcome and decision (module docstring)."""
-    gen, tools = turn.generation, turn.tools
-    if gen is not None and failed(gen):
-        turn.outcome = Outcome.ERROR
-        return
-    failures = [t for t in tools if failed(t)]
-    if tools and len(failures) == len(tools):
-        kinds = {t.attributes.get(sc.ERROR_TYPE) for t in failures}
-        turn.outcome = Outcome.VALIDATION_ERROR if kinds == {Outcome.VALIDATION_ERROR.value} else Outcome.TOOL_ERROR
-        turn.failed_tools = {_tool_name(t) for t in failures}
-        return
-    if gen is not None:
-        turn.decision = "tool_call" if tools or _asked_for_tools(gen) else "final_answer"
+# -- agents inside a task ---------------------------------------------------------------------
+def _boundary(index: SpanIndex, agent: SpanRecord) -> tuple[list[SpanRecord], list[SpanRecord]]:
+    """(members, nested agent spans) below `agent`, not inside one another."""
+    own: list[SpanRecord] = []
+    nested: list[SpanRecord] = []
+    for s in index.walk(agent, into=lambda s: s.segment not in _MEMBERS and s.segment != sc.Segment.AGENT):
+        if s.segment == sc.Segment.AGENT:
+            nested.append(s)
+        elif s.segment in _MEMBERS:
+            own.append(s)
+    return own, nested
+
+
+def _resolve_agents(index: SpanIndex, root: SpanRecord, task: _Task) -> None:
+    """Agent spans inside the task: wrappers become transparent, the rest delegations."""
+    pending = [root]
+    while pending:
+        agent = pending.pop()
+        own, nested = _boundary(index, agent)
+        if own:
+            task.deciders.append(agent)
+        for b in nested:
+            if own:  # started by an agent that decides itself
+                index.with_attributes(b, {sc.SEGMENT: sc.Segment.DELEGATION.value})
+            else:  # only wrapped: one task; its members are the task's
+                attrs = {k: v for k, v in index.current(b).attributes.items() if k != sc.SEGMENT}
+                index.update(b, attributes=attrs)
+                pending.append(index.current(b))
+    for s in list(index.walk(index.current(root))):  # agents inside tools and delegations: delegations too
+        if s.segment == sc.Segment.AGENT:
+            index.with_attributes(s, {sc.SEGMENT: sc.Segment.DELEGATION.value})
 
 
 def _members(index: SpanIndex, root: SpanRecord) -> list[SpanRecord] | None:
-    """Generations, tools and delegations at the top of the task's subtree (not inside one
-    another), in start order; None when the task holds steps of ours (nothing to infer)."""
+    """Generations, tools and delegations below the task (not inside one another), in start
+    order; None when the task holds steps of ours (nothing to infer)."""
     out: list[SpanRecord] = []
     for s in index.walk(root, into=lambda s: s.segment not in _MEMBERS):
         if s.segment in _OURS:
@@ -106,7 +140,41 @@ def _members(index: SpanIndex, root: SpanRecord) -> list[SpanRecord] | None:
     return out
 
 
-def _turns(members: list[SpanRecord]) -> list[_Turn]:
+# -- turns and steps --------------------------------------------------------------------------
+def _refused_by_framework(index: SpanIndex, root: SpanRecord, gen: SpanRecord, members: list[SpanRecord]) -> bool:
+    """A grouping span around `gen` (below the task) failed, and no tool execution ran under it."""
+    for a in index.ancestors(gen):
+        if key_of(a) == key_of(root):
+            return False
+        if failed(a) and a.segment is None:
+            under = {key_of(a)}
+            if not any(m.segment != sc.Segment.GENERATION and under & {key_of(x) for x in index.ancestors(m)}
+                       for m in members):
+                return True
+    return False
+
+
+def _judge(turn: _Turn, refused: bool) -> None:
+    """The turn's outcome and decision (module docstring)."""
+    gen, tools = turn.generation, turn.tools
+    if gen is not None and failed(gen):
+        turn.outcome = Outcome.ERROR
+        return
+    answers = [t for t in tools if tool_name(t) in ANSWER_TOOLS and not failed(t)]
+    calls = [t for t in tools if tool_name(t) not in ANSWER_TOOLS]
+    failures = [t for t in calls if failed(t)]
+    if calls and len(failures) == len(calls) and not answers:
+        kinds = {t.attributes.get(sc.ERROR_TYPE) for t in failures}
+        turn.outcome = Outcome.VALIDATION_ERROR if kinds == {Outcome.VALIDATION_ERROR.value} else Outcome.TOOL_ERROR
+        return
+    if refused and not tools:
+        turn.outcome = Outcome.VALIDATION_ERROR
+        return
+    if gen is not None:
+        turn.decision = "final_answer" if answers or not (calls or _asked_for_tools(gen)) else "tool_call"
+
+
+def _turns(index: SpanIndex, root: SpanRecord, members: list[SpanRecord]) -> list[_Turn]:
     turns: list[_Turn] = []
     for m in members:
         if m.segment == sc.Segment.GENERATION or not turns:
@@ -114,24 +182,27 @@ def _turns(members: list[SpanRecord]) -> list[_Turn]:
         else:
             turns[-1].members.append(m)
     for t in turns:
-        _judge(t)
+        refused = t.generation is not None and _refused_by_framework(index, root, t.generation, members)
+        _judge(t, refused)
     return turns
 
 
 def _steps(turns: list[_Turn]) -> list[list[_Turn]]:
     steps: list[list[_Turn]] = []
     for t in turns:
-        prev = steps[-1][-1] if steps else None
-        retry = prev is not None and t.generation is not None and (
-            prev.outcome is Outcome.ERROR
-            or (prev.failed_tools and prev.failed_tools & {_tool_name(x) for x in t.tools}))
-        if retry:
+        if steps and t.generation is not None and is_retried(steps[-1][-1].outcome):
             steps[-1].append(t)
         else:
             steps.append([t])
     return steps
 
 
+def _step_outcome(step: list[_Turn]) -> sc.StepOutcome:
+    last = step[-1]
+    return step_outcome(last.outcome, final_answer=last.decision == "final_answer")
+
+
+# -- placing steps and attempts ---------------------------------------------------------------
 def _chain(index: SpanIndex, span: SpanRecord, root: SpanRecord) -> list[SpanRecord]:
     """Root first, down to `span`."""
     up = index.ancestors(span)
@@ -156,7 +227,8 @@ class _Placer:
         self.index, self.root, self.problems = index, root, problems
         self.used: dict[Key, int] = {}  # unit -> step number
 
-    def place(self, n: int, step: list[_Turn]) -> bool:
+    def place(self, n: int, step: list[_Turn]) -> str | None:
+        """Places the step; else says why it cannot be (its spans are shared with an earlier step)."""
         chains = {key_of(m): _chain(self.index, m, self.root) for t in step for m in t.members}
         depth = _anchor_depth(list(chains.values()))
         anchor = self.index.current(next(iter(chains.values()))[depth])
@@ -166,9 +238,10 @@ class _Placer:
             for m in t.members:
                 unit = chains[key_of(m)][depth + 1]
                 if self.used.get(key_of(unit), n) != n:
-                    self.problems.append(f"{m.source}: task {self.root.name!r}: step {n} shares the span {unit.name!r} "
-                                         "with an earlier step; its steps are not inferred")
-                    return False
+                    why = (f"step {n} shares the span {unit.name!r} with an earlier step: steps from {n} on not "
+                           "inferred")
+                    self.problems.append(f"{m.source}: task {self.root.name!r}: {why}")
+                    return why
                 self.used[key_of(unit)] = n
                 units[key_of(unit)] = unit
             if attempts and units.keys() & attempts[-1][0].keys():  # one span holds both turns: one attempt
@@ -176,15 +249,13 @@ class _Placer:
                 attempts[-1][1].append(t)
             else:
                 attempts.append((units, [t]))
-        self._make(n, anchor, attempts)
-        return True
+        self._make(n, anchor, attempts, _step_outcome(step))
+        return None
 
-    def _make(self, n: int, anchor: SpanRecord, attempts: list[tuple[dict[Key, SpanRecord], list[_Turn]]]) -> None:
+    def _make(self, n: int, anchor: SpanRecord, attempts: list[tuple[dict[Key, SpanRecord], list[_Turn]]],
+              outcome: sc.StepOutcome) -> None:
         index = self.index
-        last = attempts[-1][1][-1]
         bounds = [(min(u.start_ns for u in us.values()), max(u.end_ns for u in us.values())) for us, _ in attempts]
-        outcome = (sc.StepOutcome.FINAL_ANSWER if last.decision == "final_answer" else sc.StepOutcome.TOOL_CALL) \
-            if last.outcome is Outcome.OK else _STEP_OUTCOME[last.outcome]
         inferred = (STEPS, RETRIES) if len(attempts) > 1 else (STEPS,)
         step_span = index.add_synthetic(
             anchor, f"{anchor.span_id}.step{n}", anchor.span_id, sc.step_span_name(n), bounds[0][0], max(e for _, e in bounds), {
@@ -214,45 +285,62 @@ class _Placer:
             index.update(c, parent_id=home.span_id)
 
 
-def _task_outcome(root: SpanRecord, steps: list[list[_Turn]]) -> str | None:
-    if failed(root):
-        return sc.TaskOutcome.FAILED.value
-    last = steps[-1][-1] if steps else None
-    if last is None:
-        return None
-    if last.outcome is Outcome.OK:
-        return sc.TaskOutcome.COMPLETED.value if last.decision == "final_answer" else None
-    return sc.TaskOutcome.FAILED.value
+# -- the task ---------------------------------------------------------------------------------
+def _outcome(root: SpanRecord, steps: list[list[_Turn]], task: _Task) -> str | None:
+    outcomes = [_step_outcome(s) for s in steps]
+    outcome = task_outcome(failed=failed(root), final_answers=sum(o is sc.StepOutcome.FINAL_ANSWER for o in outcomes),
+                           steps=len(steps), last_step=outcomes[-1] if outcomes else None, after_tool_call=None)
+    if outcome is None:
+        task.not_inferred.append(
+            "outcome: the last step ended in a tool call, not an answer, and the agent span records no outcome"
+            if steps else "outcome: no step inferred, and the agent span records no outcome")
+    return None if outcome is None else outcome.value
 
 
 def infer_structure(index: SpanIndex, root: SpanRecord, foreign: set[Key], problems: list[str]) -> None:
-    """Infer the steps of the task rooted at `root` (an agent span), in place, and list what was
-    inferred on it. Nothing is done when the task has steps of ours, or none of its generations
-    and tools is another instrumentation's: our own traces are never re-interpreted."""
+    """Infer the steps of the task rooted at `root` (an agent span), in place, and list on it
+    what was inferred and what could not be. Nothing is done when the task has steps of ours,
+    or none of its spans is another instrumentation's: our own traces are never re-interpreted."""
     members = _members(index, root)
-    if not members or not any(key_of(m) in foreign for m in members):
+    if members is None or (key_of(root) not in foreign and not any(key_of(m) in foreign for m in members)):
         return
-    steps = _steps(_turns(members))
+    task = _Task()
+    _resolve_agents(index, root, task)
+    members = _members(index, index.current(root)) or []
+    root = index.current(root)
+    steps = _steps(_turns(index, root, members)) if members else []
+    if not members:
+        task.not_inferred.append("steps: no model call or tool execution under this agent span")
     placer = _Placer(index, root, problems)
     placed = 0
     for n, step in enumerate(steps, 1):
-        if not placer.place(n, step):
+        why = placer.place(n, step)
+        if why is not None:
+            task.not_inferred.append(f"steps: {why}")
             break
         placed += 1
-    inferred = [STEPS, DECISIONS, VALIDITY]
-    if any(len(s) > 1 for s in steps[:placed]):
+    steps = steps[:placed]
+    inferred = [STEPS, DECISIONS, VALIDITY] if steps else []
+    if any(len(s) > 1 for s in steps):
         inferred.append(RETRIES)
-    attrs: dict[str, object] = {sc.STEPS: placed,
-                                sc.DECISIONS_INVALID: sum(t.outcome is not Outcome.OK for s in steps[:placed] for t in s)}
+    if steps and not any(t.decision for s in steps for t in s):
+        task.not_inferred.append("TTVTC: no attempt held a decision (every model call's reply failed)")
+    attrs: dict[str, object] = {sc.STEPS: placed, sc.DECISIONS_INVALID: sum(t.outcome is not Outcome.OK for s in steps for t in s)}
     root = index.current(root)
     if sc.TASK_OUTCOME not in root.attributes:
-        outcome = _task_outcome(root, steps[:placed])
+        outcome = _outcome(root, steps, task)
         if outcome is not None:
             attrs[sc.TASK_OUTCOME] = outcome
             inferred.append(OUTCOME)
+    deciders = [index.current(d) for d in task.deciders]
+    if len(deciders) == 1 and key_of(deciders[0]) != key_of(root):  # the task's agent is the one it wraps
+        name = deciders[0].attributes.get(sc.GEN_AI_AGENT_NAME)
+        if isinstance(name, str):
+            attrs[sc.GEN_AI_AGENT_NAME] = name
     previous = root.attributes.get(sc.INFERRED)
-    names = tuple(dict.fromkeys([*(previous if isinstance(previous, tuple) else ()), *inferred]))
-    attrs[sc.INFERRED] = names
+    attrs[sc.INFERRED] = tuple(dict.fromkeys([*(previous if isinstance(previous, tuple) else ()), *inferred]))
+    if task.not_inferred:
+        attrs[sc.NOT_INFERRED] = tuple(task.not_inferred)
     index.with_attributes(root, attrs)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from agenttrace import semconv as sc
 from agenttrace.errors import ArgumentsInvalid, ModelMistake, ParseError, ToolFailed, is_cancellation
 
-__all__ = ["Flags", "attempt_outcome", "is_cancellation", "step_outcome"]
+__all__ = ["Flags", "attempt_outcome", "is_cancellation", "is_retried", "step_outcome", "task_outcome"]
 
 Outcome = sc.AttemptOutcome
 @dataclass
@@ -77,3 +77,33 @@ def step_outcome(last: sc.AttemptOutcome, *, final_answer: bool = False, decided
     if final_answer:
         return sc.StepOutcome.FINAL_ANSWER
     return sc.StepOutcome.TOOL_CALL if decided else sc.StepOutcome.INVALID
+
+
+def is_retried(previous: sc.AttemptOutcome) -> bool:
+    """Whether the attempt after one that ended `previous` retries the same step: a failed
+    attempt is tried again (the model sees what was wrong), a held decision or a cancellation
+    ends the step. Our loop and the reading of other instrumentations' traces both ask this, so
+    a retry means the same thing whoever wrote the spans."""
+    return previous not in (Outcome.OK, Outcome.CANCELLED)
+
+
+def task_outcome(*, failed: bool, cancelled: bool = False, final_answers: int, steps: int,
+                 last_step: sc.StepOutcome | None, after_tool_call: sc.TaskOutcome | None) -> sc.TaskOutcome | None:
+    """A task's outcome from how its run ended and what its steps decided: an exception (or a
+    failed agent span) fails it, a final answer completes it, a last step that failed fails it.
+    A run that ended after a tool call is `after_tool_call`: our wrappers know the budget ran
+    out (`budget_exhausted`); another instrumentation's trace does not say (None: unknown). A run
+    of no step is `completed` for our wrappers (nothing was asked of it) and unknown otherwise."""
+    if cancelled:
+        return sc.TaskOutcome.CANCELLED
+    if failed:
+        return sc.TaskOutcome.FAILED
+    if final_answers:
+        return sc.TaskOutcome.COMPLETED
+    if last_step in (sc.StepOutcome.INVALID, sc.StepOutcome.ERROR):
+        return sc.TaskOutcome.FAILED
+    if last_step is sc.StepOutcome.CANCELLED:
+        return sc.TaskOutcome.CANCELLED
+    if not steps:
+        return sc.TaskOutcome.COMPLETED if after_tool_call is sc.TaskOutcome.BUDGET_EXHAUSTED else None
+    return after_tool_call
