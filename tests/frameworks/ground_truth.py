@@ -8,7 +8,9 @@ ran its calls; it failed when it called tools and none of them completed (the fr
 the arguments, or the body raised); a failed attempt is followed by a retry of the same step;
 an attempt that holds is a tool call, or the answer (text, or smolagents' `final_answer` call).
 A tool body belongs to the latest model reply before it started; a delegation (a sub-agent's
-run) is a call that a sub-agent's model calls follow.
+run) is a call that a sub-agent's model calls follow. Tool time is the time any tool body of the
+task ran (a sub-agent's included, parallel calls counted once), as the report's tool segment
+charges every tool execution on the task's critical path wherever it sits.
 """
 
 from __future__ import annotations
@@ -74,7 +76,6 @@ def task_truth(task: dict[str, Any], requests: list[dict[str, Any]], tools: list
         step_rows.append({"outcome": outcome, "attempts": len(s)})
     first_ok = next((a for a in attempts if a["ok"]), None)
     completed = task["error"] is None and bool(attempts) and attempts[-1]["answer"] and attempts[-1]["ok"]
-    own = [b for bi, b in enumerate(bodies) if owner.get(bi) is not None and reqs[owner[bi]]["agent"] == "main"]
     return {
         "case": task["case"],
         "outcome": "completed" if completed else "failed",
@@ -83,8 +84,8 @@ def task_truth(task: dict[str, Any], requests: list[dict[str, Any]], tools: list
         "attempts": len(attempts),
         "retries": len(attempts) - len(steps),
         "ttvtc_s": None if first_ok is None else (first_ok["decided_ns"] - start) / 1e9,
-        "tool_s": _union_s([(b["start_ns"], b["end_ns"]) for b in own if not b["delegation"]]),
-        "delegation_s": _union_s([(b["start_ns"], b["end_ns"]) for b in own if b["delegation"]]),
+        "tool_s": _union_s([(b["start_ns"], b["end_ns"]) for b in bodies if not b["delegation"]]),
+        "delegation_s": _union_s([(b["start_ns"], b["end_ns"]) for b in bodies if b["delegation"]]),
         "wall_s": (end - start) / 1e9,
         "model_calls": {"main": len(main), "sub_agent": sum(r["agent"] == "expert" for r in reqs)},
         "detail": attempts,
@@ -93,10 +94,18 @@ def task_truth(task: dict[str, Any], requests: list[dict[str, Any]], tools: list
 
 def truth(events: dict[str, Any], server_log: list[Any], meta: dict[str, Any]) -> dict[str, Any]:
     """The recording's truth file: what was recorded (`meta`: name, framework, instrumentation,
-    versions) and one row per task."""
+    command), one row per task, and the raw events they come from (so `recompute` can derive the
+    rows again when these rules change, without recording again)."""
     requests = [r if isinstance(r, dict) else asdict(r) for r in server_log]
+    requests.sort(key=lambda r: r["received_ns"])
     tasks = sorted(events["tasks"], key=lambda t: t["start_ns"])
     return {**meta, "versions": events.get("versions", {}),
             "tasks": [task_truth(t, requests, events["tools"]) for t in tasks],
-            "model_calls": [{k: r[k] for k in ("api", "stream", "case", "turn", "agent", "kind", "received_ns", "done_ns")}
-                            for r in sorted(requests, key=lambda r: r["received_ns"])]}
+            "events": {"tasks": tasks, "tools": events["tools"], "model_calls": requests}}
+
+
+def recompute(old: dict[str, Any]) -> dict[str, Any]:
+    """A truth file's rows derived again from its raw events."""
+    meta = {k: v for k, v in old.items() if k not in ("versions", "tasks", "events")}
+    raw = old["events"]
+    return truth({"tasks": raw["tasks"], "tools": raw["tools"], "versions": old.get("versions", {})}, raw["model_calls"], meta)

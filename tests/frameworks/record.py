@@ -42,6 +42,7 @@ sys.path[:0] = [str(HERE), str(TESTS)]
 import cached_venv  # noqa: E402
 import fake_llm  # noqa: E402
 import ground_truth  # noqa: E402
+from compare import summary  # noqa: E402
 from otlp_receiver import http_receiver  # noqa: E402
 
 OUT = ROOT / "traces" / "frameworks"
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="recordings to make (default: all)")
     parser.add_argument("--list", action="store_true", help="list the recordings and exit")
+    parser.add_argument("--truth-only", action="store_true",
+                        help="derive the truth files again from the raw events they hold (no recording)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"where the files go (default {OUT.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     known = recordings()
@@ -152,6 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no recording named {', '.join(sorted(unknown))} (--list shows them)")
     chosen = [r for r in known if not args.names or r.name in args.names]
+    if args.truth_only:
+        for rec in chosen:
+            path = args.out / f"{rec.name}.truth.json"
+            if path.is_file():
+                path.write_text(json.dumps(ground_truth.recompute(json.loads(path.read_text())), indent=1) + "\n")
+                print(summary(args.out / f"{rec.name}.jsonl", path))
+        return 0
     failures = 0
     for rec in chosen:
         try:
@@ -160,8 +170,6 @@ def main(argv: list[str] | None = None) -> int:
             failures += 1
             print(f"FAILED {exc}", file=sys.stderr)
             continue
-        from compare import summary
-
         print(summary(trace_path, truth_path))
     return 1 if failures else 0
 
