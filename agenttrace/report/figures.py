@@ -303,6 +303,9 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
     return TaskAnalysis(figures, acceptance)
 
 
+_MISSING_ORDER = {"steps": 0, "TTVTC": 1, "outcome": 2}
+
+
 def not_inferred(said: object, *, steps: int, attempts: int, has_ttvtc: bool, outcome_known: bool,
                  partial: bool) -> list[Missing]:
     """What the task's figures lack, and why: the reasons the reading of the trace gave
@@ -320,6 +323,7 @@ def not_inferred(said: object, *, steps: int, attempts: int, has_ttvtc: bool, ou
                            "its steps hold no attempt span, so no decision span"))
     if not outcome_known and "outcome" not in named and not partial:
         out.append(Missing(figure="outcome", reason="the agent span records none (agenttrace.task.outcome)"))
+    out.sort(key=lambda m: _MISSING_ORDER.get(m.figure, len(_MISSING_ORDER)))
     return out
 
 

@@ -345,6 +345,9 @@ class RunFigures(BaseModel):
     speculation_by_method: list[SpecFigures] = Field(default_factory=list, description="one per spec method")
     stages: StageTimes = Field(default_factory=StageTimes, description="the tasks' critical paths by stage, summed")
     loops_detected: int = Field(0, description="tasks stopped with outcome loop_detected")
+    not_inferred: dict[str, int] = Field(
+        default_factory=dict, description="tasks whose trace could not give a figure, by figure (steps, TTVTC, "
+                                          "outcome); each such task says why (TaskFigures.not_inferred)")
     sub_agents: int = 0
     compactions: int = 0
     reprefill_tokens: int = 0

@@ -57,6 +57,7 @@ class RunFold:
         self.decisions = self.sub_agents = self.compactions = self.reprefill_tokens = 0
         self.wall = self.retry_s = self.overlap_s = self.reprefill_s = 0.0
         self.generations = self.constrained = self.fallbacks = self.drafts_cut = 0
+        self.not_inferred: defaultdict[str, int] = defaultdict(int)
 
     def add(self, t: TaskFigures) -> None:
         if t.partial:
@@ -82,6 +83,8 @@ class RunFold:
         self.overlap_s += t.overlap_s
         self.sub_agents += t.sub_agents
         self.compactions += t.compactions
+        for m in t.not_inferred:
+            self.not_inferred[m.figure] += 1
         self.reprefill_tokens += t.reprefill_tokens or 0
         self.reprefill_s += t.reprefill_s or 0.0
         for s in t.steps:
@@ -141,6 +144,7 @@ class RunFold:
             speculation_by_method=[self.by_method[m].figures() for m in sorted(self.by_method)],
             stages=self.stages,
             loops_detected=self.loops,
+            not_inferred=dict(self.not_inferred),
             sub_agents=self.sub_agents,
             compactions=self.compactions,
             reprefill_tokens=self.reprefill_tokens,

@@ -204,6 +204,9 @@ def summary_rows(r: RunFigures) -> list[tuple[str, str]]:
     if r.compactions:
         rows.append(("compaction", f"{r.compactions} compactions, {st.compaction:.2f} s (summaries included); "
                                    f"then {r.reprefill_tokens} tokens prefilled again, {r.reprefill_s:.2f} s"))
+    if r.not_inferred:
+        rows.append(("not inferred", ", ".join(f"{figure} in {n} task(s)" for figure, n in r.not_inferred.items())
+                     + " (each task's notes say why)"))
     if r.loops_detected:
         rows.append(("loops detected", f"{r.loops_detected} task(s) stopped repeating a tool call"))
     return rows
