@@ -12,6 +12,9 @@ root above generations no agent holds: traces/normalise.py finds them):
   itself is a delegation (its run is not the task's members, its time the step's delegation);
 - members: generations, tool executions and delegations below the task, not inside one another
   (so a framework's LLM span around the client library's counts once) nor inside a delegation;
+  LLM spans that end before their model call does (a stream read after the span ended: an event
+  of the span, or an HTTP request beside it, comes later) are one call with the grouping span
+  that holds them and nothing else of the task's, which covers the request: it is the generation;
 - a turn is a generation and the members that follow it before the next generation; it fails
   when its generation failed (`error`), when every tool execution failed (`tool_error`, or
   `validation_error` when the instrumentation says the arguments were refused), or when a
@@ -50,7 +53,8 @@ VALIDITY = "attempt validity"
 OUTCOME = "task outcome"
 TASK = "task boundary"
 ATTEMPT_BOUNDS = "attempt boundaries"
-INFERRED_FIGURES = (TASK, STEPS, RETRIES, DECISIONS, VALIDITY, OUTCOME, ATTEMPT_BOUNDS)
+CALL_BOUNDS = "model call boundaries"
+INFERRED_FIGURES = (TASK, STEPS, RETRIES, DECISIONS, VALIDITY, OUTCOME, ATTEMPT_BOUNDS, CALL_BOUNDS)
 
 _MEMBERS = {sc.Segment.GENERATION, sc.Segment.TOOL, sc.Segment.DELEGATION}
 _OURS = {sc.Segment.STEP, sc.Segment.ATTEMPT}
@@ -138,6 +142,53 @@ def _members(index: SpanIndex, root: SpanRecord) -> list[SpanRecord] | None:
             out.append(s)
     out.sort(key=lambda s: s.start_ns)
     return out
+
+
+def _ends_early(index: SpanIndex, gen: SpanRecord, parent: SpanRecord) -> bool:
+    """The span ended before its model call did: one of its events, or a network call beside it
+    (the request itself), comes after its end."""
+    if any(e.time_ns > gen.end_ns for e in gen.events):
+        return True
+    return any(c.segment == sc.Segment.NETWORK and c.end_ns > gen.end_ns and c.start_ns >= gen.start_ns
+               for c in index.children(parent))
+
+
+def _merge_call_layers(index: SpanIndex, root: SpanRecord, members: list[SpanRecord]) -> tuple[list[SpanRecord], bool]:
+    """Generations whose grouping parent holds only them, one of which ended early (module
+    docstring): the parent becomes the one generation, with the reply's attributes; the layers
+    under it stay as spans of no segment. Returns the members and whether any merge was made."""
+    by_parent: dict[Key, list[SpanRecord]] = {}
+    for m in members:
+        parent = index.parent(m)
+        if m.segment == sc.Segment.GENERATION and parent is not None and key_of(parent) != key_of(root) \
+                and parent.segment is None:
+            by_parent.setdefault(key_of(parent), []).append(m)
+    merged: set[Key] = set()
+    out_of: dict[Key, SpanRecord] = {}
+    for key, gens in by_parent.items():
+        parent = index.get(key)
+        assert parent is not None
+        holds = [m for m in members if key in {key_of(a) for a in index.ancestors(m)}]
+        if len(holds) != len(gens) or not any(_ends_early(index, g, parent) for g in gens):
+            continue
+        reply = max(gens, key=lambda g: (_replied(g), g.end_ns))
+        attrs = {k: v for k, v in reply.attributes.items() if k != sc.INFERRED}
+        attrs[sc.INFERRED] = (CALL_BOUNDS,)
+        out_of[key] = index.with_attributes(parent, attrs)
+        for g in gens:
+            index.update(g, attributes={k: v for k, v in index.current(g).attributes.items() if k != sc.SEGMENT})
+            merged.add(key_of(g))
+    if not out_of:
+        return members, False
+    kept = [m for m in members if key_of(m) not in merged] + list(out_of.values())
+    kept.sort(key=lambda s: s.start_ns)
+    return kept, True
+
+
+def _replied(gen: SpanRecord) -> bool:
+    """The span holds the model's reply (an output, a finish reason), not just the request."""
+    return any(k.startswith(("llm.output_messages", sc.GEN_AI_RESPONSE_FINISH_REASONS, "llm.finish_reason",
+                             "gen_ai.output")) for k in gen.attributes)
 
 
 # -- turns and steps --------------------------------------------------------------------------
@@ -308,6 +359,7 @@ def infer_structure(index: SpanIndex, root: SpanRecord, foreign: set[Key], probl
     _resolve_agents(index, root, task)
     members = _members(index, index.current(root)) or []
     root = index.current(root)
+    members, merged = _merge_call_layers(index, root, members)
     steps = _steps(_turns(index, root, members)) if members else []
     if not members:
         task.not_inferred.append("steps: no model call or tool execution under this agent span")
@@ -320,7 +372,7 @@ def infer_structure(index: SpanIndex, root: SpanRecord, foreign: set[Key], probl
             break
         placed += 1
     steps = steps[:placed]
-    inferred = [STEPS, DECISIONS, VALIDITY] if steps else []
+    inferred = ([STEPS, DECISIONS, VALIDITY] if steps else []) + ([CALL_BOUNDS] if merged else [])
     if any(len(s) > 1 for s in steps):
         inferred.append(RETRIES)
     if steps and not any(t.decision for s in steps for t in s):

@@ -94,12 +94,30 @@ def _tools(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+# smolagents keeps no trace of a step whose tool call failed (rejected or raised) but its error,
+# merged into the user message before it: each such "Error:" (no "Call id:" line above it, which
+# would mean the call was kept) stands for an assistant turn the history leaves out.
+SMOLAGENTS_RETRY = "Now let's retry: take care not to repeat previous errors!"
+
+
+def _implied_turns(role: str, text: str) -> list[tuple[str, str]]:
+    if role != "user" or SMOLAGENTS_RETRY not in text:
+        return [(role, text)]
+    parts = re.split(r"\n(?=Error:\n)", text)
+    items = [(role, parts[0])]
+    for part in parts[1:]:
+        if not items[-1][1].rsplit("\n", 1)[-1].startswith("Call id:"):
+            items.append(("assistant", ""))
+        items.append((role, part))
+    return items
+
+
 def chat_conversation(request: dict[str, Any]) -> Conversation:
     conv = Conversation(tools=_tools(request))
     for m in request.get("messages") or []:
         role = m.get("role", "")
         calls = " ".join(json.dumps(c) for c in m.get("tool_calls") or [])
-        conv.items.append((role, f"{_text(m.get('content'))} {calls}".strip()))
+        conv.items.extend(_implied_turns(role, f"{_text(m.get('content'))} {calls}".strip()))
     return conv
 
 
