@@ -207,13 +207,12 @@ LOOP_DETECTED: Final = "agenttrace.loop.detected"
 # span that marks the decision moment (validation or parse) when the task states one. Lets reports
 # compute time to correct action from the trace alone without recording argument content.
 DECISION_CORRECT: Final = "agenttrace.decision.correct"
-# Not in SPANS.md, written only by the report's reading of other instrumentations' traces
-# (agenttrace.traces), never into a trace file: what was inferred about a span (a tuple of figure
-# names, e.g. ("steps", "retries")), and on a generation whose reply was then acted on without
-# error, which decision it made (`tool_call` or `final_answer`): its end is the decision moment.
+# Not in SPANS.md, written only by the reading of other instrumentations' traces, never to a file:
+# what was inferred about a span (figure names: traces/inferred.py); the decision a generation's
+# reply made (`tool_call`, `final_answer`; its end is the decision moment); on a task, what could
+# not be inferred and why ("figure: reason" texts).
 INFERRED: Final = "agenttrace.inferred"
 INFERRED_DECISION: Final = "agenttrace.inferred.decision"
-# ... and on a task, what could not be inferred and why: a tuple of "figure: reason" texts.
 NOT_INFERRED: Final = "agenttrace.not_inferred"
 
 # Not in SPANS.md, on generation spans recorded by the wrappers: how many tool calls the response
@@ -312,14 +311,11 @@ OI_LLM_SYSTEM: Final = "llm.system"
 OI_LLM_TOKENS_PROMPT: Final = "llm.token_count.prompt"
 OI_LLM_TOKENS_COMPLETION: Final = "llm.token_count.completion"
 OI_TOOL_NAME: Final = "tool.name"
-OI_TOOL_ID: Final = "tool.id"
-OI_TOOL_CALL_ID: Final = "tool_call.id"
 OI_AGENT_NAME: Final = "agent.name"
-OI_SESSION_ID: Final = "session.id"
+OI_OUTPUT_VALUE: Final = "output.value"
 # OpenLLMetry (traceloop): decorator spans and the LLM spans of its instrumentations.
 TL_SPAN_KIND: Final = "traceloop.span.kind"
 TL_ENTITY_NAME: Final = "traceloop.entity.name"
-TL_WORKFLOW_NAME: Final = "traceloop.workflow.name"
 TL_LLM_REQUEST_TYPE: Final = "llm.request.type"
 TL_LLM_USAGE_TOTAL_TOKENS: Final = "llm.usage.total_tokens"
 TL_GEN_AI_IS_STREAMING: Final = "gen_ai.is_streaming"

@@ -33,7 +33,7 @@ from agenttrace.report.spec import (
     server_side,
 )
 from agenttrace.report.tree import SpanTree, critical_path
-from agenttrace.traces import structure
+from agenttrace.traces import inferred as inferred_names
 from agenttrace.traces.records import SpanRecord
 
 NS = 1e9
@@ -284,7 +284,7 @@ def _assemble(tree: SpanTree, root: SpanRecord, steps: list[SpanRecord], memo: d
         partial=partial,
         expects_correct_action=marks,
         inferred=inferred,
-        absent=[f for f in _UNRECORDED if not getattr(segments, f)] if structure.STEPS in inferred else [],
+        absent=[f for f in _UNRECORDED if not getattr(segments, f)] if inferred_names.STEPS in inferred else [],
         not_inferred=not_inferred(a.get(sc.NOT_INFERRED), steps=len(step_figs), attempts=len(attempts),
                                   has_ttvtc=bool(moments), outcome_known=outcome != "unknown", partial=partial),
         sub_agents=sub_agents,

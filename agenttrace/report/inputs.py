@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from agenttrace.traces import Reading, structure
+from agenttrace.traces import Reading, inferred
 from agenttrace.traces.remote import NETWORK_SPLIT
 
 
@@ -47,5 +47,5 @@ def input_figures(reading: Reading) -> InputFigures:
                                        variants=sorted(c.variants)) for c in reading.conventions.values()],
         left_out=[LeftOutFigures(convention=lo.convention, reason=lo.reason, spans=lo.count, names=lo.names)
                   for lo in reading.left_out.values()],
-        inferred=[f for f in structure.INFERRED_FIGURES + (NETWORK_SPLIT,) if f in reading.inferred],
+        inferred=[f for f in inferred.INFERRED_FIGURES + (NETWORK_SPLIT,) if f in reading.inferred],
     )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
 from agenttrace.traces import structure
+from agenttrace.traces.inferred import TASK
 from agenttrace.traces.conventions import AGENTTRACE, classify
 from agenttrace.traces.index import Key, SpanIndex, key_of
 from agenttrace.traces.records import SpanRecord
@@ -155,11 +156,11 @@ def _task_roots(index: SpanIndex, foreign: set[Key]) -> list[SpanRecord]:
         if top.segment in (sc.Segment.GENERATION, sc.Segment.TOOL):  # a lone call: a task around it
             task = index.add_synthetic(top, f"{top.span_id}.task", top.parent_id, f"{sc.OP_INVOKE_AGENT} (inferred)",
                                        top.start_ns, top.end_ns, {sc.SEGMENT: sc.Segment.AGENT.value,
-                                                                  sc.GEN_AI_AGENT_NAME: top.name, sc.INFERRED: (structure.TASK,)})
+                                                                  sc.GEN_AI_AGENT_NAME: top.name, sc.INFERRED: (TASK,)})
             index.update(top, parent_id=task.span_id)
             roots.append(task)
         else:
-            roots.append(index.with_attributes(top, {sc.SEGMENT: sc.Segment.AGENT.value, sc.INFERRED: (structure.TASK,)}))
+            roots.append(index.with_attributes(top, {sc.SEGMENT: sc.Segment.AGENT.value, sc.INFERRED: (TASK,)}))
     return roots
 
 

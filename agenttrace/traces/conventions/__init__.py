@@ -9,6 +9,7 @@ carries GenAI keys too, and OpenLLMetry's LLM spans now follow the GenAI convent
 vendor's own marks decide before the generic ones.
 
     vllm.py           a vLLM server's `llm_request` span
+    google_adk.py     Google ADK's own spans and OpenInference's of it (failures it turns into results)
     openinference.py  OpenInference (`openinference.span.kind`)
     openllmetry.py    OpenLLMetry / traceloop (`traceloop.span.kind`, `{vendor}.chat` spans)
     pydantic_ai.py    pydantic-ai's native spans (`agent run`, `running tool`, logfire keys)
@@ -22,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agenttrace import semconv as sc
 from agenttrace.traces.records import SpanRecord
 
 __all__ = ["AGENTTRACE", "SpanRole", "classify", "failed", "first_number", "first_text"]
@@ -43,8 +45,10 @@ class SpanRole:
 
 
 def failed(span: SpanRecord) -> bool:
-    """The operation failed: status ERROR, as every convention here records a failure."""
-    return span.status == "ERROR"
+    """The operation failed: status ERROR, as every convention here records a failure, or an
+    `error.type` (which the conventions set only on failure; a role sets it where a span says
+    its failure only in its result)."""
+    return span.status == "ERROR" or bool(span.attributes.get(sc.ERROR_TYPE))
 
 
 def first_text(attrs: Mapping[str, Any], *keys: str) -> str | None:
@@ -68,13 +72,14 @@ def _registry() -> list[Callable[[SpanRecord], SpanRole | None]]:
     from agenttrace.traces.conventions import (
         client,
         genai,
+        google_adk,
         openinference,
         openllmetry,
         pydantic_ai,
         vllm,
     )
 
-    return [vllm.role, openinference.role, openllmetry.role, pydantic_ai.role, genai.role, client.role]
+    return [vllm.role, google_adk.role, openinference.role, openllmetry.role, pydantic_ai.role, genai.role, client.role]
 
 
 _ROLES: list[Callable[[SpanRecord], SpanRole | None]] = []

@@ -4,6 +4,8 @@ network call) and successful spans have status OK."""
 
 from __future__ import annotations
 
+import json
+
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import SpanRole, first_number, first_text
 from agenttrace.traces.records import SpanRecord
@@ -46,3 +48,42 @@ def role(span: SpanRecord) -> SpanRole | None:
     elif segment == sc.Segment.AGENT:
         attrs[sc.GEN_AI_AGENT_NAME] = first_text(a, sc.OI_AGENT_NAME) or span.name
     return SpanRole(NAME, segment, attributes=attrs)
+
+
+# -- what a model call's messages say about the calls before it --------------------------------
+# OpenInference records a model call's messages flattened: `llm.output_messages.0.message.
+# tool_calls.{i}.tool_call.{id,function.name,function.arguments}` for the calls it asked for, and
+# `llm.input_messages.{i}...` for what it was sent, where some instrumentations (AutoGen's) put
+# each tool result as a JSON object with its `call_id` and `is_error`, although the TOOL span
+# itself is OK and holds only the output text.
+_CALLS = "llm.output_messages.0.message.tool_calls."
+_INPUTS = "llm.input_messages."
+
+
+def tool_calls(gen: SpanRecord) -> list[tuple[str, str, str]]:
+    """(call id, tool name, arguments text) of each tool call the model's reply asked for."""
+    calls: dict[str, dict[str, str]] = {}
+    for key, value in gen.attributes.items():
+        if key.startswith(_CALLS) and isinstance(value, str):
+            i, _, field = key[len(_CALLS):].partition(".")
+            calls.setdefault(i, {})[field] = value
+    out = []
+    for i in sorted(calls, key=lambda x: int(x) if x.isdigit() else 0):
+        c = calls[i]
+        out.append((c.get("tool_call.id", ""), c.get("tool_call.function.name", ""), c.get("tool_call.function.arguments", "")))
+    return out
+
+
+def failed_call_ids(gen: SpanRecord) -> set[str]:
+    """Ids of earlier tool calls whose results this model call was sent marked as errors."""
+    failed: set[str] = set()
+    for key, value in gen.attributes.items():
+        if not (key.startswith(_INPUTS) and isinstance(value, str) and '"is_error"' in value):
+            continue
+        try:
+            result = json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(result, dict) and result.get("is_error") is True and isinstance(result.get("call_id"), str):
+            failed.add(result["call_id"])
+    return failed
