@@ -3,7 +3,8 @@ asserts and what record.py prints after each recording.
 
 Exact: the number of tasks, and per task its outcome, steps (outcome and attempts each), attempts
 and retries. Within TOLERANCE_S: time to valid tool call and tool time (the spans' clocks and the
-run's own clocks differ by the framework's overhead around a call, a few ms).
+run's own clocks differ by the framework's overhead around a call, a few ms). Parallel branches:
+reported when, and only when, tool bodies really ran side by side.
 """
 
 from __future__ import annotations
@@ -36,21 +37,34 @@ def _steps_match(truth: list[tuple[str, int]], report: list[tuple[str, int]]) ->
 
 
 def figures(report: Any, truth: dict[str, Any]) -> list[Figure]:
-    """Every compared figure of every task (a task the report lacks compares with None)."""
+    """Every compared figure of every task (a task the report lacks compares with None). Where
+    the recording's instrumentation cannot give a figure (`expect_not_inferred`), the report must
+    say so (and why) instead: that is what is compared."""
     out = [Figure(0, "tasks", len(truth["tasks"]), len(report.tasks), len(truth["tasks"]) == len(report.tasks))]
+    cannot = set(truth.get("expect_not_inferred") or ())
     for i, t in enumerate(truth["tasks"], 1):
         r = report.tasks[i - 1] if i <= len(report.tasks) else None
+        said = {} if r is None else {m.figure: m.reason for m in r.not_inferred}
         steps_t = [(s["outcome"], s["attempts"]) for s in t["steps"]]
         steps_r = None if r is None else [(s.outcome, s.attempts) for s in r.steps]
         retries_r = None if r is None else sum(max(0, s.attempts - 1) for s in r.steps)
-        out += [
-            Figure(i, "outcome", t["outcome"], r and r.outcome, r is not None and r.outcome == t["outcome"]),
-            Figure(i, "steps", steps_t, steps_r, steps_r is not None and _steps_match(steps_t, steps_r)),
-            Figure(i, "attempts", t["attempts"], r and r.attempts, r is not None and r.attempts == t["attempts"]),
-            Figure(i, "retries", t["retries"], retries_r, retries_r == t["retries"]),
-            Figure(i, "ttvtc_s", t["ttvtc_s"], r and r.ttvtc_s, r is not None and _close(t["ttvtc_s"], r.ttvtc_s)),
-            Figure(i, "tool_s", t["tool_s"], r and r.segments.tool, r is not None and _close(t["tool_s"], r.segments.tool)),
-        ]
+        compared = {
+            "outcome": Figure(i, "outcome", t["outcome"], r and r.outcome, r is not None and r.outcome == t["outcome"]),
+            "steps": Figure(i, "steps", steps_t, steps_r, steps_r is not None and _steps_match(steps_t, steps_r)),
+            "attempts": Figure(i, "attempts", t["attempts"], r and r.attempts, r is not None and r.attempts == t["attempts"]),
+            "retries": Figure(i, "retries", t["retries"], retries_r, retries_r == t["retries"]),
+            "TTVTC": Figure(i, "ttvtc_s", t["ttvtc_s"], r and r.ttvtc_s, r is not None and _close(t["ttvtc_s"], r.ttvtc_s)),
+            "tool_s": Figure(i, "tool_s", t["tool_s"], r and r.segments.tool, r is not None and _close(t["tool_s"], r.segments.tool)),
+            "parallel": Figure(i, "parallel branches", t["parallel_s"] > TOLERANCE_S, r and r.overlap_s > TOLERANCE_S,
+                               r is not None and (t["parallel_s"] > TOLERANCE_S) == (r.overlap_s > TOLERANCE_S)),
+        }
+        for name, fig in compared.items():
+            missing = name if name in cannot else "steps" if name in ("attempts", "retries") and "steps" in cannot else None
+            if missing is None:
+                out.append(fig)
+            elif name == missing:
+                out.append(Figure(i, f"{name} not inferred", "said, with why", said.get(name), bool(said.get(name))))
+        out += [Figure(i, f"{m} not inferred", None, said[m], False) for m in said if m not in cannot]
     return out
 
 
