@@ -18,6 +18,17 @@ def bundled():
     return load_model()
 
 
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory):
+    """A real Arize Phoenix (tests/phoenix_server.py), started once for the whole session (about
+    15 s; its environment is built on first use) and stopped at its end. Tests that write to it
+    use projects of their own (OTLP header x-project-name), or read only the spans they sent."""
+    from phoenix_server import running_phoenix
+
+    with running_phoenix(tmp_path_factory.mktemp("phoenix")) as server:
+        yield server
+
+
 @pytest.fixture
 def tiny_model():
     """A tiny random-weight Llama built from a config: 2 layers, vocabulary of 64."""

@@ -1,6 +1,7 @@
 """The input options `agenttrace report` and `agenttrace compare` share: trace files and folders,
 a running Jaeger's query API (`--jaeger URL --service NAME ...`), and (report) a ClickHouse table
-(`--clickhouse URL --table otel_traces ...`)."""
+(`--clickhouse URL --table otel_traces ...`) or a Phoenix project (`--phoenix URL --project NAME`),
+both windowed by `--since`/`--until`."""
 
 from __future__ import annotations
 
@@ -30,9 +31,20 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
                    help="http(s)://[user:password@]host[:port][/database] (the official client), or chdb:FOLDER "
                         "(ClickHouse's engine in this process)")
     g.add_argument("--table", default="otel_traces", help="the traces table (default otel_traces)")
-    g.add_argument("--since", help="traces with a span from this time on: a lookback (30m, 2h, 1d) or an ISO time")
+    g.add_argument("--since", help="traces with a span from this time on (--phoenix: traces that started from then "
+                   "on): a lookback (30m, 2h, 1d) or an ISO time")
     g.add_argument("--until", help="... and before this time (a lookback or an ISO time; default: now)")
-    g.add_argument("--batch-traces", type=int, default=500, help="traces read and analysed at a time (default 500)")
+    g.add_argument("--batch-traces", type=int, default=500,
+                   help="traces read and analysed at a time (default 500; at most 100 with --phoenix)")
+    p = parser.add_argument_group("Arize Phoenix (its REST API, Phoenix 13.15+) instead of files; also --since/--until")
+    p.add_argument("--phoenix", metavar="URL", help="a Phoenix server, e.g. http://localhost:6006")
+    p.add_argument("--project", default="default", help="the Phoenix project (default: default)")
+    p.add_argument("--phoenix-api-key", metavar="KEY",
+                   help="sent as a bearer token when Phoenix has authentication on (default: PHOENIX_API_KEY)")
+    p.add_argument("--phoenix-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="the deadline of one request, first byte to last (default 30)")
+    p.add_argument("--phoenix-max-mb", type=int, default=4096,
+                   help="stop after reading this much from Phoenix, and say so (default 4096)")
 
 
 def _time_ns(text: str, now_s: float) -> int:
@@ -66,6 +78,27 @@ def clickhouse_query(args: argparse.Namespace):
     return ClickHouseQuery(args.clickhouse, args.table, since_ns=_time_ns(args.since, now) if args.since else None,
                            until_ns=_time_ns(args.until, now) if args.until else None, service=args.service,
                            batch_traces=args.batch_traces)
+
+
+def phoenix_query(args: argparse.Namespace):
+    """The PhoenixQuery the options ask for, or None without --phoenix."""
+    if not getattr(args, "phoenix", None):
+        return None
+    import os
+    import time
+
+    from agenttrace.traces.phoenix import MAX_IDS_PER_REQUEST, PhoenixQuery
+
+    if not args.phoenix.startswith(("http://", "https://")):
+        raise InputError(f"--phoenix {args.phoenix!r}: expected Phoenix's http(s):// URL, e.g. http://localhost:6006")
+    if args.batch_traces < 1 or args.phoenix_timeout <= 0 or args.phoenix_max_mb < 1:
+        raise InputError("--batch-traces, --phoenix-timeout and --phoenix-max-mb must be positive")
+    now = time.time()
+    return PhoenixQuery(args.phoenix, args.project, since_ns=_time_ns(args.since, now) if args.since else None,
+                        until_ns=_time_ns(args.until, now) if args.until else None,
+                        api_key=args.phoenix_api_key or os.environ.get("PHOENIX_API_KEY") or None,
+                        batch_traces=min(args.batch_traces, MAX_IDS_PER_REQUEST), timeout_s=args.phoenix_timeout,
+                        max_total_bytes=args.phoenix_max_mb << 20)
 
 
 def jaeger_query(args: argparse.Namespace) -> JaegerQuery | None:

@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     from agenttrace.commands.options import add_input_options, add_store_options
 
     report = sub.add_parser(
-        "report", help="per-step latency report of traces (OTLP/JSON or Jaeger JSON files, or Jaeger's query API)")
+        "report", help="per-step latency report of traces (OTLP/JSON or Jaeger JSON files, Jaeger's query API, "
+        "ClickHouse or Phoenix)")
     report.add_argument("paths", nargs="*", help="trace files or folders")
     report.add_argument("--format", choices=FORMATS, default="terminal")
     report.add_argument("-o", "--output", help="write to this file instead of standard output (html: default report.html)")
@@ -52,18 +53,23 @@ def nothing_usable(loaded, sources: list[str]) -> str | None:
 def _report(args: argparse.Namespace):
     """The report of what the options name, or the line saying why there is nothing to report.
     Files stream as whole traces (fast, bounded memory) unless the HTML page wants waterfalls or
-    Jaeger's traces join them; Jaeger alone and ClickHouse are read page by page."""
-    from agenttrace.commands.options import clickhouse_query, jaeger_query
+    Jaeger's traces join them; Jaeger alone, ClickHouse and Phoenix are read page by page."""
+    from agenttrace.commands.options import clickhouse_query, jaeger_query, phoenix_query
     from agenttrace.report.build import report_clickhouse, report_from_load, report_jaeger, report_streamed
     from agenttrace.traces.clickhouse import ClickHouseError
     from agenttrace.traces.load import InputError, load_inputs
 
     store = clickhouse_query(args)
     jaeger = jaeger_query(args)
+    phoenix = phoenix_query(args)
     sample = args.sample
     if sample is not None and (sample < 100 or args.format == "html" or (jaeger is not None and args.paths)):
         raise InputError("--sample N needs N >= 100 (p99 needs 100 values), and one source read as a stream: "
-                         "files, --jaeger or --clickhouse alone, in a format other than html")
+                         "files, --jaeger, --clickhouse or --phoenix alone, in a format other than html")
+    if phoenix is not None:
+        if args.paths or jaeger is not None or store is not None:
+            raise InputError("--phoenix reads one source: leave out the files, --jaeger and --clickhouse")
+        return _report_phoenix(phoenix, sample, args.waterfalls if args.format == "html" else 0)
     if store is not None:
         if args.paths or jaeger is not None:
             raise InputError("--clickhouse reads one source: leave out the files and --jaeger")
@@ -92,6 +98,21 @@ def _report(args: argparse.Namespace):
     if empty is not None:
         return empty
     return report_from_load(loaded, sources, waterfalls=args.waterfalls if args.format == "html" else 0)
+
+
+def _report_phoenix(query, sample: int | None, waterfalls: int):
+    from agenttrace.report.build import report_phoenix
+    from agenttrace.traces.load import InputError
+    from agenttrace.traces.phoenix import PhoenixError
+
+    try:
+        report = report_phoenix(query, sample=sample, waterfalls=waterfalls)
+    except PhoenixError as exc:
+        raise InputError(str(exc)) from exc
+    if _spans(report):
+        return report
+    window = " in the window (--since/--until)" if query.since_ns is not None or query.until_ns is not None else ""
+    return f"no traces in {query.describe()}{window}" + _first(report)
 
 
 def _spans(report) -> int:

@@ -16,7 +16,7 @@ from agenttrace.traces.load import load_spans
 from agenttrace.traces.records import LoadResult, SpanRecord
 
 __all__ = ["build_report", "report_clickhouse", "report_from_files", "report_from_load", "report_jaeger",
-           "report_streamed"]
+           "report_phoenix", "report_streamed"]
 
 
 def build_report(spans: list[SpanRecord], sources: list[str], problems: list[str], *, waterfalls: int = 0) -> Report:
@@ -67,6 +67,21 @@ def report_clickhouse(query, *, sample: int | None = None) -> Report:
     builder = ReportBuilder(summary=sample)
     with no_gc():
         for spans in read_traces(store, query, problems):
+            builder.add(spans)
+        return builder.report([query.describe()], problems)
+
+
+def report_phoenix(query, *, sample: int | None = None, waterfalls: int = 0) -> Report:
+    """The report of a Phoenix project's traces (traces/phoenix.py: its REST API, whole traces
+    `query.batch_traces` at a time; `waterfalls` from the first batch). Raises PhoenixError when
+    nothing could be read."""
+    from agenttrace.traces.phoenix import read_traces
+    from agenttrace.traces.stream import no_gc
+
+    problems: list[str] = []
+    builder = ReportBuilder(waterfalls=waterfalls, summary=sample)
+    with no_gc():
+        for spans in read_traces(query, problems):
             builder.add(spans)
         return builder.report([query.describe()], problems)
 
