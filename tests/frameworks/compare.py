@@ -76,7 +76,7 @@ def report_of(trace_path: Path) -> Any:
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, float):
+    if isinstance(v, float) and v < 10:
         return f"{v * 1e3:.1f} ms"
     if isinstance(v, list):
         return " ".join(f"{o}x{a}" for o, a in v) or "-"
@@ -97,3 +97,35 @@ def summary(trace_path: Path, truth_path: Path) -> str:
             case = truth["tasks"][f.task - 1]["case"] if f.task else ""
             lines.append(f"| {f.task or ''} | {case} | {f.name}{'' if f.ok else ' **differs**'} | {_fmt(f.truth)} | {_fmt(f.report)} |")
     return "\n".join(lines)
+
+
+def side_by_side(truth_paths: list[Path]) -> str:
+    """One Markdown table of every recording: per task the truth and the report's figures; then,
+    for the figures a recording's spans cannot give, what the report says instead."""
+    rows = ["| recording (versions) | case | steps: truth / report | attempts | retries | outcome | TTVTC ms | tool ms |",
+            "|---|---|---|---|---|---|---|---|"]
+    said_by: dict[str, dict[str, str]] = {}
+    for path in truth_paths:
+        truth = json.loads(Path(path).read_text())
+        report = report_of(Path(str(path).removesuffix(".truth.json") + ".jsonl"))
+        versions = ", ".join(f"{k} {v}" for k, v in truth.get("versions", {}).items())
+        for i, t in enumerate(truth["tasks"]):
+            r = report.tasks[i] if i < len(report.tasks) else None
+            said = {} if r is None else {m.figure: m.reason for m in r.not_inferred}
+            said_by.setdefault(truth["recording"], {}).update(said)
+
+            def pair(a: Any, b: Any, figure: str) -> str:
+                return f"{_fmt(a)} / " + ("not inferred" if figure in said else _fmt(b))
+
+            steps_r = None if r is None else [(s.outcome, s.attempts) for s in r.steps]
+            retries_r = None if r is None else sum(max(0, s.attempts - 1) for s in r.steps)
+            ms = [None if x is None else round(x * 1e3, 1) for x in (t["ttvtc_s"], r and r.ttvtc_s)]
+            rows.append("| " + " | ".join([
+                f"{truth['recording']} ({versions})" if i == 0 else "", t["case"],
+                pair([(s["outcome"], s["attempts"]) for s in t["steps"]], steps_r, "steps"),
+                pair(t["attempts"], r and r.attempts, "steps"), pair(t["retries"], retries_r, "steps"),
+                pair(t["outcome"], r and r.outcome, "outcome"), pair(ms[0], ms[1], "TTVTC"),
+                f"{t['tool_s'] * 1e3:.1f} / {r.segments.tool * 1e3:.1f}" if r else "-"]) + " |")
+    notes = [f"- {name}: " + "; ".join(f"{fig} not inferred: {why}" for fig, why in said.items())
+             for name, said in said_by.items() if said]
+    return "\n".join(rows + ([""] + notes if notes else []))

@@ -3,6 +3,8 @@
     ./scripts/record-frameworks                 # every recording (builds the environments once)
     ./scripts/record-frameworks smolagents-openinference openai-agents-chat
     ./scripts/record-frameworks --list
+    ./scripts/record-frameworks --table         # each recording's truth beside its report (Markdown)
+    ./scripts/record-frameworks --truth-only    # derive the truth files again from their raw events
 
 Each folder here (`tests/frameworks/<framework>/`) holds an agent script and `recordings.toml`:
 
@@ -43,7 +45,7 @@ sys.path[:0] = [str(HERE), str(TESTS)]
 import cached_venv  # noqa: E402
 import fake_llm  # noqa: E402
 import ground_truth  # noqa: E402
-from compare import summary  # noqa: E402
+from compare import side_by_side, summary  # noqa: E402
 from otlp_receiver import http_receiver  # noqa: E402
 
 OUT = ROOT / "traces" / "frameworks"
@@ -148,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="recordings to make (default: all)")
     parser.add_argument("--list", action="store_true", help="list the recordings and exit")
+    parser.add_argument("--table", action="store_true",
+                        help="print every recording's truth beside its report as one Markdown table, and exit")
     parser.add_argument("--truth-only", action="store_true",
                         help="derive the truth files again from the raw events they hold (no recording)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"where the files go (default {OUT.relative_to(ROOT)})")
@@ -161,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no recording named {', '.join(sorted(unknown))} (--list shows them)")
     chosen = [r for r in known if not args.names or r.name in args.names]
+    if args.table:
+        print(side_by_side([args.out / f"{r.name}.truth.json" for r in chosen if (args.out / f"{r.name}.truth.json").is_file()]))
+        return 0
     if args.truth_only:
         for rec in chosen:
             path = args.out / f"{rec.name}.truth.json"

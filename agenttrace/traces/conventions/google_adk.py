@@ -29,6 +29,7 @@ SCOPE = "gcp.vertex.agent"
 OI_SCOPE = "openinference.instrumentation.google_adk"
 MERGED = "(merged tools)"
 _PLUGIN_ERROR = "ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN"
+_ADK_KEYS = "gcp.vertex.agent."
 _RESULTS = (sc.GEN_AI_TOOL_CALL_RESULT, sc.OI_OUTPUT_VALUE, "gcp.vertex.agent.tool_response")  # schema 2, OpenInference, schema 1
 
 
@@ -48,8 +49,14 @@ def tool_result_failed(text: Any) -> bool:
             or ("error" in result and len(result) == 1))
 
 
+def _is_adk(span: SpanRecord) -> bool:
+    """ADK wrote it, or OpenInference's instrumentation of ADK: by the scope, or (a store that
+    drops scopes, such as Phoenix) by ADK's own `gcp.vertex.agent.*` keys."""
+    return span.scope in (SCOPE, OI_SCOPE) or any(k.startswith(_ADK_KEYS) for k in span.attributes)
+
+
 def role(span: SpanRecord) -> SpanRole | None:
-    if span.scope not in (SCOPE, OI_SCOPE):
+    if not _is_adk(span):
         return None
     a = span.attributes
     if a.get(sc.GEN_AI_TOOL_NAME) == MERGED:
@@ -60,8 +67,8 @@ def role(span: SpanRecord) -> SpanRole | None:
     if base is None:
         return None
     if base.segment == sc.Segment.TOOL and any(tool_result_failed(a.get(k)) for k in _RESULTS):
-        return SpanRole(base.convention if span.scope == OI_SCOPE else NAME, base.segment, base.reason, base.variant,
+        return SpanRole(base.convention if base.convention == openinference.NAME else NAME, base.segment, base.reason, base.variant,
                         {**base.attributes, sc.ERROR_TYPE: sc.AttemptOutcome.TOOL_ERROR.value})
-    if span.scope == OI_SCOPE:
+    if span.scope == OI_SCOPE or base.convention == openinference.NAME:
         return base
     return SpanRole(NAME, base.segment, base.reason, base.variant, base.attributes)
