@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from agenttrace.generation.batching.engine import BatchEngine
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.models import load_model
+    from agenttrace.profiling import profile
     from agenttrace.report import report_from_files
     from agenttrace.report.terminal import render_report
 
@@ -148,6 +149,7 @@ __all__ = [
     "load_tasks",
     "memory_span",
     "parse_span",
+    "profile",
     "propagate",
     "render_report",
     "report_from_files",
@@ -181,6 +183,8 @@ _LAZY = {
     "wrap_openai": "agenttrace.adapters.openai",
     "wrap_model": "agenttrace.adapters.callable",
     "trace_generate": "agenttrace.adapters.transformers",
+    # profiling an agent with no tracing code: the installed instrumentations turned on for a block
+    "profile": "agenttrace.profiling",
 }
 
 

@@ -31,6 +31,12 @@ def venv_dir(name: str, env_var: str | None = None) -> Path:
     return Path(user_cache_dir("agenttrace")) / f"{name}-py{sys.version_info.major}{sys.version_info.minor}"
 
 
+def is_built(venv: Path, requirements: Sequence[str]) -> bool:
+    """`venv` exists, built with exactly `requirements` (nothing to install)."""
+    stamp = venv / _STAMP
+    return stamp.is_file() and stamp.read_text() == "\n".join(requirements) + "\n"
+
+
 def ensure_venv(venv: Path, requirements: Sequence[str]) -> Path:
     """The `bin` folder of `venv`, built with exactly `requirements` (pip specifiers) if it is
     missing or was built for other ones."""

@@ -31,6 +31,9 @@ ALLOWED = {
     "report": {"traces"},
     "adapters": {"instrument", "telemetry", "generation", "runtime"},
     "serve": {"generation", "instrument", "telemetry", "runtime"},
+    # `agenttrace run` / `profile()`: our exporters, and the report printed at the end; its
+    # bootstrap (profiling/bootstrap) imports nothing of ours (it runs in the program's environment)
+    "profiling": {"telemetry", "report"},
 }
 # Single modules a stage may use from a stage it otherwise must not: the speculation cost model
 # is torch-free, so the report's what-if uses the controller's own maths; so are the roofline records.

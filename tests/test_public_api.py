@@ -23,6 +23,8 @@ EXPECTED = {
     "configure", "current_run", "current_step", "delegation_span", "final_answer", "generation_span", "memory_span",
     "parse_span", "propagate", "shutdown", "step_span", "tool_span", "trace_generate", "traced_model",
     "turn_span", "validate_tool_call", "validate_tool_calls", "validation_span", "wrap_model", "wrap_openai",
+    # profiling an agent with no tracing code (agenttrace.profiling)
+    "profile",
 }
 
 

@@ -13,5 +13,6 @@ COMMANDS = (
     "agenttrace.commands.export",
     "agenttrace.commands.serve",
     "agenttrace.commands.train_drafter",
+    "agenttrace.commands.run",
 )
 ENTRY_POINT_GROUP = "agenttrace.commands"

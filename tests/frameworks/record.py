@@ -26,7 +26,6 @@ receiver got as OTLP/JSON lines (the format of our trace files) and the ground t
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import subprocess
@@ -47,6 +46,8 @@ import fake_llm  # noqa: E402
 import ground_truth  # noqa: E402
 from compare import side_by_side, summary  # noqa: E402
 from otlp_receiver import http_receiver  # noqa: E402
+
+from agenttrace.profiling.receiver import otlp_json_lines  # noqa: E402  (what `agenttrace run` writes)
 
 OUT = ROOT / "traces" / "frameworks"
 RUN_TIMEOUT_S = 600
@@ -82,13 +83,19 @@ class Recording:
         lines = (self.folder / self.requirements).read_text().splitlines()
         return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
 
-    def python(self) -> Path:
-        """The recording's interpreter, its environment built on first use."""
+    def venv(self) -> Path:
+        """Where the recording's environment lives (one per framework folder and requirements file)."""
         stem = Path(self.requirements).stem.removeprefix("requirements").strip("-_") or "default"
         name = f"framework-{self.folder.name}-{stem}"
         base = os.environ.get("AGENTTRACE_FRAMEWORK_VENVS")
-        venv = Path(base) / name if base else cached_venv.venv_dir(name)
-        return cached_venv.ensure_venv(venv, self.pins()) / "python"
+        return Path(base) / name if base else cached_venv.venv_dir(name)
+
+    def built(self) -> bool:
+        return cached_venv.is_built(self.venv(), self.pins())
+
+    def python(self) -> Path:
+        """The recording's interpreter, its environment built on first use."""
+        return cached_venv.ensure_venv(self.venv(), self.pins()) / "python"
 
 
 def recordings() -> list[Recording]:
@@ -97,23 +104,6 @@ def recordings() -> list[Recording]:
         for entry in tomllib.loads(toml.read_text())["recording"]:
             found.append(Recording(folder=toml.parent, **entry))
     return found
-
-
-def _hex_ids(node: Any) -> Any:
-    """Protobuf's JSON mapping writes bytes as base64; OTLP/JSON writes trace and span ids as hex."""
-    if isinstance(node, dict):
-        return {k: (base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") and isinstance(v, str) else _hex_ids(v))
-                for k, v in node.items()}
-    if isinstance(node, list):
-        return [_hex_ids(v) for v in node]
-    return node
-
-
-def otlp_json_lines(requests: list[Any]) -> list[str]:
-    """Each received ExportTraceServiceRequest as one OTLP/JSON line (our trace files' format)."""
-    from google.protobuf.json_format import MessageToDict
-
-    return [json.dumps(_hex_ids(MessageToDict(r, use_integers_for_enums=True)), separators=(",", ":")) for r in requests]
 
 
 def record(rec: Recording, out: Path = OUT) -> tuple[Path, Path]:

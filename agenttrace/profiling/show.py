@@ -1,0 +1,55 @@
+"""The report printed when a profiled program or block ends: what `agenttrace report FILE`
+prints for its trace file, in the format asked for."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["FORMATS", "Format", "show_report"]
+
+Format = Literal["terminal", "markdown", "json"]
+FORMATS: tuple[Format, ...] = ("terminal", "markdown", "json")
+
+
+def show_report(path: Path, fmt: Format = "terminal", output: str | None = None) -> bool:
+    """Print the report of one trace file (read as `agenttrace report` reads files) to stdout,
+    or write it to `output`. False, with the reason on stderr, when the file held no usable
+    span; a report is never allowed to raise into the program it followed."""
+    from agenttrace.report.build import report_streamed
+
+    try:
+        report = report_streamed([str(path)])
+    except Exception as exc:  # a damaged file: say so, the program's own outcome stands
+        print(f"agenttrace: no report of {path}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return False
+    if not sum(i.spans for i in report.inputs):
+        why = report.problems[0] if report.problems else "no spans in it"
+        print(f"agenttrace: nothing to report from {path}: {why}", file=sys.stderr)
+        return False
+    if fmt == "json":
+        text = report.model_dump_json(indent=2)
+    elif fmt == "markdown":
+        from agenttrace.report.markdown import report_markdown
+
+        text = report_markdown(report)
+    else:
+        from agenttrace.report.terminal import make_console, render_report
+
+        if output is None:
+            render_report(report, make_console())
+            return True
+        from rich.console import Console
+
+        with open(output, "w", encoding="utf-8") as f:
+            render_report(report, Console(file=f, width=160, color_system=None))
+        print(f"wrote {output}", file=sys.stderr)
+        return True
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    else:
+        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        print(f"wrote {output}", file=sys.stderr)
+    return True
