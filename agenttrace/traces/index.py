@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from agenttrace import semconv as sc
 from agenttrace.traces.records import SpanRecord
 
 Key = tuple[str, str]
@@ -99,6 +100,12 @@ class SpanIndex:
     def with_attributes(self, span: SpanRecord, attrs: dict[str, Any], **changes: Any) -> SpanRecord:
         """A copy whose attributes are the span's plus `attrs` (which win)."""
         return self.update(span, attributes={**self.current(span).attributes, **attrs}, **changes)
+
+    def drop_segment(self, span: SpanRecord) -> SpanRecord:
+        """A copy with no `agenttrace.segment`: the span becomes a grouping span (transparent for
+        the structure, its self time other)."""
+        current = self.current(span)
+        return self.update(current, attributes={k: v for k, v in current.attributes.items() if k != sc.SEGMENT})
 
     def add_synthetic(self, template: SpanRecord, span_id: str, parent_id: str | None, name: str, start_ns: int,
                       end_ns: int, attributes: dict[str, Any]) -> SpanRecord:

@@ -80,9 +80,7 @@ def resolve_agents(index: SpanIndex, root: SpanRecord, deciders: list[SpanRecord
             if decides:  # started by an agent that decides itself
                 index.with_attributes(b, {sc.SEGMENT: sc.Segment.DELEGATION.value})
             else:  # only wrapped: one task; its members are the task's
-                attrs = {k: v for k, v in index.current(b).attributes.items() if k != sc.SEGMENT}
-                index.update(b, attributes=attrs)
-                pending.append(index.current(b))
+                pending.append(index.drop_segment(b))
     runs = (sc.Segment.AGENT, sc.Segment.DELEGATION)
     for s in list(index.walk(index.current(root), into=lambda s: s.segment not in runs)):
         if s.segment == sc.Segment.AGENT:  # inside a tool: a sub-agent's run too
@@ -123,8 +121,7 @@ def holding_tools(index: SpanIndex, root: SpanRecord) -> list[SpanRecord]:
     for s in list(index.walk(root, into=lambda s: s.segment != sc.Segment.DELEGATION)):
         s = index.current(s)
         if s.segment == sc.Segment.GENERATION and any(d.segment == sc.Segment.TOOL for d in index.walk(s)):
-            index.update(s, attributes={k: v for k, v in s.attributes.items() if k != sc.SEGMENT})
-            found.append(s)
+            found.append(index.drop_segment(s))
     return found
 
 
@@ -160,7 +157,7 @@ def merge_call_layers(index: SpanIndex, root: SpanRecord, members: list[SpanReco
         attrs[sc.INFERRED] = (CALL_BOUNDS,)
         out_of[key] = index.with_attributes(parent, attrs)
         for g in gens:
-            index.update(g, attributes={k: v for k, v in index.current(g).attributes.items() if k != sc.SEGMENT})
+            index.drop_segment(g)
             merged.add(key_of(g))
     if not out_of:
         return members, False

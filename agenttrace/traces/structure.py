@@ -152,41 +152,31 @@ def _outcome(root: SpanRecord, steps: list[list[tn.Turn]], task: _Task) -> str |
     return None if outcome is None else outcome.value
 
 
-def infer_structure(index: SpanIndex, root: SpanRecord, foreign: set[Key], problems: list[str]) -> None:
-    """Infer the steps of the task rooted at `root` (an agent span, or a sub-agent's run), in
-    place, and list on it what was inferred and what could not be; then its sub-agents' steps. Nothing is done when the task has steps of ours,
-    or none of its spans is another instrumentation's: our own traces are never re-interpreted."""
-    members = mb.members(index, root)
-    if members is None or (key_of(root) not in foreign and not any(key_of(m) in foreign for m in members)):
-        return
-    task = _Task()
+def _read(index: SpanIndex, root: SpanRecord, task: _Task) -> tuple[list[tn.Turn], bool]:
+    """The task's turns (members.py, turns.py), and whether model call bounds were inferred; says
+    on `task` why there are none when there are none."""
     mb.adopt_enclosed(index, root)
     mb.resolve_agents(index, root, task.deciders, task.delegations)
     not_calls = mb.holding_tools(index, index.current(root))
-    members = mb.members(index, index.current(root)) or []
     root = index.current(root)
-    members, merged = mb.merge_call_layers(index, root, members)
-    calls = [m for m in members if m.segment == sc.Segment.GENERATION]
-    turns = tn.turns(index, root, members) if calls else []
-    merged = tn.cut_open_calls(index, turns) or merged
-    steps = tn.steps(turns)
+    members, merged = mb.merge_call_layers(index, root, mb.members(index, root) or [])
     if not members:
         task.not_inferred.append("steps: no model call or tool execution under this agent span")
-    elif not calls and not_calls:
-        task.not_inferred.append(f"steps: the only LLM span ({not_calls[0].name!r}) holds the tool executions, so it is "
-                                 "the agent's run, not a model call; no model call is recorded")
-    elif not calls:
-        task.not_inferred.append("steps: no model call under this agent span, only tool executions (this "
-                                 "instrumentation records none): no attempt or decision to infer")
-    placer = _Placer(index, root, problems)
-    placed = 0
-    for n, step in enumerate(steps, 1):
-        why = placer.place(n, step)
-        if why is not None:
-            task.not_inferred.append(f"steps: {why}")
-            break
-        placed += 1
-    steps = steps[:placed]
+    elif not any(m.segment == sc.Segment.GENERATION for m in members):
+        task.not_inferred.append(
+            f"steps: the only LLM span ({not_calls[0].name!r}) holds the tool executions, so it is the agent's run, "
+            "not a model call; no model call is recorded" if not_calls else
+            "steps: no model call under this agent span, only tool executions (this instrumentation records none): "
+            "no attempt or decision to infer")
+    else:
+        turns = tn.turns(index, root, members)
+        return turns, tn.cut_open_calls(index, turns) or merged
+    return [], merged
+
+
+def _attributes(root: SpanRecord, task: _Task, turns: list[tn.Turn], steps: list[list[tn.Turn]], merged: bool) -> dict:
+    """What the task span gains: steps, invalid decisions, outcome, agent name, what was inferred
+    and what could not be."""
     inferred = ([STEPS, DECISIONS, VALIDITY] if steps else []) + ([CALL_BOUNDS] if merged else [])
     if any(t.reported_failed for t in turns):
         inferred.append(TOOL_FAILURES)
@@ -194,23 +184,45 @@ def infer_structure(index: SpanIndex, root: SpanRecord, foreign: set[Key], probl
         inferred.append(RETRIES)
     if steps and not any(t.decision for s in steps for t in s):
         task.not_inferred.append("TTVTC: no attempt held a decision (every model call's reply failed)")
-    attrs: dict[str, object] = {sc.STEPS: placed, sc.DECISIONS_INVALID: sum(t.outcome is not Outcome.OK for s in steps for t in s)}
-    root = index.current(root)
+    attrs: dict[str, object] = {sc.STEPS: len(steps),
+                                sc.DECISIONS_INVALID: sum(t.outcome is not Outcome.OK for s in steps for t in s)}
     if sc.TASK_OUTCOME not in root.attributes:
         outcome = _outcome(root, steps, task)
         if outcome is not None:
             attrs[sc.TASK_OUTCOME] = outcome
             inferred.append(OUTCOME)
-    deciders = [index.current(d) for d in task.deciders]
-    if len(deciders) == 1 and key_of(deciders[0]) != key_of(root):  # the task's agent is the one it wraps
-        name = deciders[0].attributes.get(sc.GEN_AI_AGENT_NAME)
+    if len(task.deciders) == 1 and key_of(task.deciders[0]) != key_of(root):  # the task's agent is the one it wraps
+        name = task.deciders[0].attributes.get(sc.GEN_AI_AGENT_NAME)
         if isinstance(name, str):
             attrs[sc.GEN_AI_AGENT_NAME] = name
     previous = root.attributes.get(sc.INFERRED)
     attrs[sc.INFERRED] = tuple(dict.fromkeys([*(previous if isinstance(previous, tuple) else ()), *inferred]))
     if task.not_inferred:
         attrs[sc.NOT_INFERRED] = tuple(task.not_inferred)
-    index.with_attributes(root, attrs)
+    return attrs
+
+
+def infer_structure(index: SpanIndex, root: SpanRecord, foreign: set[Key], problems: list[str]) -> None:
+    """Infer the steps of the task rooted at `root` (an agent span, or a sub-agent's run), in
+    place, and list on it what was inferred and what could not be; then its sub-agents' steps.
+    Nothing is done when the task has steps of ours, or none of its spans is another
+    instrumentation's: our own traces are never re-interpreted."""
+    members = mb.members(index, root)
+    if members is None or (key_of(root) not in foreign and not any(key_of(m) in foreign for m in members)):
+        return
+    task = _Task()
+    turns, merged = _read(index, root, task)
+    steps = tn.steps(turns)
+    placer = _Placer(index, index.current(root), problems)
+    for n, step in enumerate(steps, 1):
+        why = placer.place(n, step)
+        if why is not None:
+            task.not_inferred.append(f"steps: {why}")
+            steps = steps[: n - 1]
+            break
+    task.deciders = [index.current(d) for d in task.deciders]
+    root = index.current(root)
+    index.with_attributes(root, _attributes(root, task, turns, steps, merged))
     for sub in task.delegations:  # a sub-agent's steps, as our runtime records them inside its run
         infer_structure(index, index.current(sub), foreign, problems)
 

@@ -94,11 +94,9 @@ def _refused_by_framework(index: SpanIndex, root: SpanRecord, gen: SpanRecord, m
     for a in index.ancestors(gen):
         if key_of(a) == key_of(root):
             return False
-        if failed(a) and a.segment is None:
-            under = {key_of(a)}
-            if not any(m.segment != sc.Segment.GENERATION and under & {key_of(x) for x in index.ancestors(m)}
-                       for m in members):
-                return True
+        if failed(a) and a.segment is None and not any(
+                m.segment != sc.Segment.GENERATION and key_of(a) in {key_of(x) for x in index.ancestors(m)} for m in members):
+            return True
     return False
 
 
@@ -123,18 +121,19 @@ def _judge(turn: Turn, refused: bool) -> None:
 
 
 def turns(index: SpanIndex, root: SpanRecord, members: list[SpanRecord]) -> list[Turn]:
-    turns: list[Turn] = []
+    """The task's turns, judged (module docstring)."""
+    out: list[Turn] = []
     for m in members:
-        if m.segment == sc.Segment.GENERATION or not turns:
-            turns.append(Turn([m], m if m.segment == sc.Segment.GENERATION else None))
+        if m.segment == sc.Segment.GENERATION or not out:
+            out.append(Turn([m], m if m.segment == sc.Segment.GENERATION else None))
         else:
-            turns[-1].members.append(m)
-    for t, later in zip(turns, [*turns[1:], None]):
+            out[-1].members.append(m)
+    for t, later in zip(out, [*out[1:], None]):
         if later is not None and t.generation is not None and later.generation is not None:
             t.reported_failed = _reported_failures(t, later.generation)
         refused = t.generation is not None and _refused_by_framework(index, root, t.generation, members)
         _judge(t, refused)
-    return turns
+    return out
 
 
 def _reported_failures(turn: Turn, later: SpanRecord) -> set[Key]:
@@ -154,7 +153,7 @@ def _reported_failures(turn: Turn, later: SpanRecord) -> set[Key]:
 
 
 def _same_arguments(tool: SpanRecord, args: str) -> bool:
-    recorded = tool.attributes.get("tool.parameters") or tool.attributes.get("input.value")
+    recorded = tool.attributes.get(sc.OI_TOOL_PARAMETERS) or tool.attributes.get(sc.OI_INPUT_VALUE)
     try:
         return isinstance(recorded, str) and json.loads(recorded) == json.loads(args)
     except ValueError:
@@ -162,13 +161,14 @@ def _same_arguments(tool: SpanRecord, args: str) -> bool:
 
 
 def steps(turns: list[Turn]) -> list[list[Turn]]:
-    steps: list[list[Turn]] = []
+    """Turns grouped into steps: a turn after a failed one retries its step."""
+    out: list[list[Turn]] = []
     for t in turns:
-        if steps and t.generation is not None and is_retried(steps[-1][-1].outcome):
-            steps[-1].append(t)
+        if out and t.generation is not None and is_retried(out[-1][-1].outcome):
+            out[-1].append(t)
         else:
-            steps.append([t])
-    return steps
+            out.append([t])
+    return out
 
 
 def step_outcome_of(step: list[Turn]) -> sc.StepOutcome:
