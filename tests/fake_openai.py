@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from loopback import serving
 
 WARM_UP = "warm up"
 ANSWER = "It is sunny in Paris, 21 C."
@@ -85,18 +85,9 @@ class _Server(ThreadingHTTPServer):
         self.traceparents: list[str | None] = []
 
 
-@contextlib.contextmanager
-def fake_openai(delay_s: float = 0.04) -> Iterator[_Server]:
+def fake_openai(delay_s: float = 0.04) -> contextlib.AbstractContextManager[_Server]:
     """A running server; its base URL is `f"http://127.0.0.1:{server.server_port}/v1"`."""
-    server = _Server(delay_s)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    return serving(_Server(delay_s))
 
 
 def base_url(server: _Server) -> str:

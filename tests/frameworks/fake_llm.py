@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from loopback import serving
+
 MODEL_S = 0.04  # the model's time per request
 CASE = re.compile(r"\[case: ([a-z_]+)\]")
 DELEGATION_WORDS = ("expert", "delegate", "transfer", "handoff")
@@ -432,15 +434,6 @@ class FakeLLM(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_port}/v1"
 
 
-@contextlib.contextmanager
-def running(model_s: float = MODEL_S) -> Iterator[FakeLLM]:
+def running(model_s: float = MODEL_S) -> contextlib.AbstractContextManager[FakeLLM]:
     """A running server (its base URL: `server.base_url`), stopped on exit."""
-    server = FakeLLM(model_s)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    return serving(FakeLLM(model_s))
