@@ -98,8 +98,14 @@ def _path_chain(kids: list[tuple[SpanRecord, int, int]]) -> list[int]:
     return chain
 
 
-def _charge(b: Breakdown, span: SpanRecord, self_ns: int, kids: list[tuple[SpanRecord, int, int]]) -> None:
-    segment = span.segment or "other"
+# A span of no segment inside one of these (an HTTP client span in a tool, the layers of a
+# streamed model call merged into their parent) is time of that segment, not "other".
+_NOT_INHERITED = _AS_OTHER | {sc.Segment.DELEGATION.value}
+
+
+def _charge(b: Breakdown, span: SpanRecord, self_ns: int, kids: list[tuple[SpanRecord, int, int]],
+            inherited: str | None = None) -> None:
+    segment = span.segment or inherited or "other"
     index = _OTHER if segment in _AS_OTHER else _INDEX.get(segment, _OTHER)
     if index == _GENERATION and not any(c.segment in (sc.Segment.DRAFT, sc.Segment.VERIFY) for c, _, _ in kids):
         draft = min(self_ns, round(float(span.attributes.get(sc.SPEC_DRAFT_S) or 0.0) * 1e9))
@@ -129,12 +135,12 @@ def breakdowns(tree: SpanTree, root: SpanRecord,
     With `marks`, every span of a MARKED segment on the critical path (every span whose time is
     in `root`'s own segment times, not in its overlap) is appended to it, top-down, with the
     nearest MARKED span above it on the path (None: none, `root` itself aside)."""
-    order: list[tuple[SpanRecord, int, list[SpanRecord], list[SpanRecord], list[tuple[SpanRecord, int, int]]]] = []
-    stack = [(root, root.start_ns, max(root.start_ns, root.end_ns))]
+    order: list[tuple[SpanRecord, int, list[SpanRecord], list[SpanRecord], list[tuple[SpanRecord, int, int]], str | None]] = []
+    stack: list[tuple[SpanRecord, int, int, str | None]] = [(root, root.start_ns, max(root.start_ns, root.end_ns), None)]
     # (for marks) span id -> the nearest MARKED span above it on the path, or root; absent: off the path
     above: dict[int, SpanRecord] | None = {id(root): root} if marks is not None else None
     while stack:
-        span, lo, hi = stack.pop()
+        span, lo, hi, inherited = stack.pop()
         kids, detached = sanitized_kids(tree, span, lo, hi)
         if _overlapping(kids):
             chain = set(_path_chain(kids))
@@ -143,7 +149,7 @@ def breakdowns(tree: SpanTree, root: SpanRecord,
         else:
             followed, off = kids, detached
         self_ns = (hi - lo) - sum(e - s for _, s, e in followed)
-        order.append((span, self_ns, [c for c, _, _ in followed], [c for c, _, _ in off], kids))
+        order.append((span, self_ns, [c for c, _, _ in followed], [c for c, _, _ in off], kids, inherited))
         if above is not None and id(span) in above:
             mark = above.pop(id(span))
             if span is not root and span.segment in MARKED:
@@ -151,12 +157,13 @@ def breakdowns(tree: SpanTree, root: SpanRecord,
                 mark = span
             for c, _, _ in followed:
                 above[id(c)] = mark
-        stack.extend(followed)
-        stack.extend(off)
+        passed = inherited if span.segment is None else None if span.segment in _NOT_INHERITED else span.segment
+        stack.extend((*k, passed) for k in followed)
+        stack.extend((*k, passed) for k in off)
     out: dict[int, Breakdown] = {}
-    for span, self_ns, followed, off, kids in reversed(order):  # children before their parents
+    for span, self_ns, followed, off, kids, inherited in reversed(order):  # children before their parents
         b = Breakdown()
-        _charge(b, span, self_ns, kids)
+        _charge(b, span, self_ns, kids, inherited)
         for c in followed:
             b.add(out[id(c)])
         for c in off:
