@@ -10,17 +10,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from agenttrace.examples.agents.suites import SUITES, load_suite
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agenttrace.examples.agents.suites import SUITES, load_suite
 from agenttrace import (
     ChatModel,
     Clock,
@@ -33,12 +27,12 @@ from agenttrace import (
     TreeShape,
     head_drafter,
     load_model,
+    make_console,
     render_report,
     report_from_files,
+    shutdown_all,
 )
 from agenttrace.clock import default_clock, elapsed_s
-from agenttrace.report.terminal import make_console
-from agenttrace.telemetry.exit import shutdown_all
 
 ARMS = ("baseline", "speculative")
 DRAFTERS = ("lookup", "eagle", "lookup+eagle")

@@ -1,7 +1,8 @@
 """agenttrace: an agent-loop latency tracer and profiler.
 
-The public API. Names that need torch (the local generator and model loading) are imported on
-first use, so `import agenttrace` stays light for reports, exporters and wrapped agents.
+The public API. Every name is imported on first use (`_LAZY`), so `import agenttrace` runs no
+stage: a report, an exporter or a wrapped agent pays only for the modules it uses, and nothing
+here imports torch until the local generator or model loading is asked for.
 """
 
 from __future__ import annotations
@@ -9,83 +10,76 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agenttrace.clock import Clock, FakeClock, MonotonicClock
-from agenttrace.errors import (
-    AgentTraceError,
-    ArgumentsInvalid,
-    ConstraintUnavailable,
-    ContextTooLong,
-    GenerationCancelled,
-    InputFileError,
-    MemoryUnavailable,
-    ModelMistake,
-    ModelUnavailable,
-    ParseError,
-    ToolError,
-    ToolFailed,
-)
-from agenttrace.generation.chat import (
-    CancelToken,
-    ChatModel,
-    Constraint,
-    Generation,
-    GenerationParams,
-    Message,
-    SpecRound,
-)
-from agenttrace.instrument import (
-    PropagatingExecutor,
-    ValidationResult,
-    agent_span,
-    attempt_span,
-    compaction_span,
-    configure,
-    current_run,
-    current_step,
-    delegation_span,
-    final_answer,
-    generation_span,
-    memory_span,
-    parse_span,
-    propagate,
-    shutdown,
-    step_span,
-    tool_span,
-    traced_model,
-    turn_span,
-    validate_tool_call,
-    validate_tool_calls,
-    validation_span,
-)
-from agenttrace.runtime.agent import (
-    Agent,
-    AgentConfig,
-    AttemptRecord,
-    StepRecord,
-    TaskResult,
-)
-from agenttrace.runtime.compaction import CompactionConfig
-from agenttrace.runtime.delegation import SubAgent, delegation_tools
-from agenttrace.runtime.memory import MemoryStore
-from agenttrace.runtime.parse import FinalAnswer, ToolCall
-from agenttrace.runtime.prompt import Example, PromptStyle
-from agenttrace.runtime.tasks import ExpectedCall, Task, load_tasks
-from agenttrace.runtime.tools import Tool
-from agenttrace.telemetry import Telemetry
-from agenttrace.telemetry.content import ContentPolicy
-
 if TYPE_CHECKING:
     from agenttrace.adapters.callable import wrap_model
     from agenttrace.adapters.openai import wrap_openai
     from agenttrace.adapters.transformers import trace_generate
+    from agenttrace.clock import Clock, FakeClock, MonotonicClock
+    from agenttrace.core.chat import (
+        CancelToken,
+        ChatModel,
+        Constraint,
+        Generation,
+        GenerationParams,
+        Message,
+        SpecRound,
+    )
+    from agenttrace.core.tools import Tool
+    from agenttrace.errors import (
+        AgentTraceError,
+        ArgumentsInvalid,
+        ConstraintUnavailable,
+        ContextTooLong,
+        GenerationCancelled,
+        InputFileError,
+        MemoryUnavailable,
+        ModelMistake,
+        ModelUnavailable,
+        ParseError,
+        ToolError,
+        ToolFailed,
+    )
+    from agenttrace.generation.batching.engine import BatchEngine
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.head_drafters import LookupThenHead, TreeShape, head_drafter
-    from agenttrace.generation.batching.engine import BatchEngine
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.models import load_model
+    from agenttrace.instrument import (
+        PropagatingExecutor,
+        ValidationResult,
+        agent_span,
+        attempt_span,
+        compaction_span,
+        configure,
+        current_run,
+        current_step,
+        delegation_span,
+        final_answer,
+        generation_span,
+        memory_span,
+        parse_span,
+        propagate,
+        shutdown,
+        step_span,
+        tool_span,
+        traced_model,
+        turn_span,
+        validate_tool_call,
+        validate_tool_calls,
+        validation_span,
+    )
     from agenttrace.profiling import profile
     from agenttrace.report import report_from_files
     from agenttrace.report.terminal import render_report
+    from agenttrace.runtime.agent import Agent, AgentConfig, AttemptRecord, StepRecord, TaskResult
+    from agenttrace.runtime.compaction import CompactionConfig
+    from agenttrace.runtime.delegation import SubAgent, delegation_tools
+    from agenttrace.runtime.memory import MemoryStore
+    from agenttrace.runtime.parse import FinalAnswer, ToolCall
+    from agenttrace.runtime.prompt import Example, PromptStyle
+    from agenttrace.runtime.tasks import ExpectedCall, Task, load_tasks
+    from agenttrace.telemetry import Telemetry
+    from agenttrace.telemetry.content import ContentPolicy
 
 __all__ = [
     "Agent",
@@ -147,6 +141,7 @@ __all__ = [
     "head_drafter",
     "load_model",
     "load_tasks",
+    "make_console",
     "memory_span",
     "parse_span",
     "profile",
@@ -154,6 +149,7 @@ __all__ = [
     "render_report",
     "report_from_files",
     "shutdown",
+    "shutdown_all",
     "step_span",
     "tool_span",
     "trace_generate",
@@ -166,8 +162,72 @@ __all__ = [
     "wrap_openai",
 ]
 
-# name -> module, for names whose modules are heavy to import
+# name -> module for every public name: `import agenttrace` imports none of them, so a report,
+# an exporter or a wrapped agent pays only for what it uses
 _LAZY = {
+    "Clock": "agenttrace.clock",
+    "FakeClock": "agenttrace.clock",
+    "MonotonicClock": "agenttrace.clock",
+    "CancelToken": "agenttrace.core.chat",
+    "ChatModel": "agenttrace.core.chat",
+    "Constraint": "agenttrace.core.chat",
+    "Generation": "agenttrace.core.chat",
+    "GenerationParams": "agenttrace.core.chat",
+    "Message": "agenttrace.core.chat",
+    "SpecRound": "agenttrace.core.chat",
+    "Tool": "agenttrace.core.tools",
+    "AgentTraceError": "agenttrace.errors",
+    "ArgumentsInvalid": "agenttrace.errors",
+    "ConstraintUnavailable": "agenttrace.errors",
+    "ContextTooLong": "agenttrace.errors",
+    "GenerationCancelled": "agenttrace.errors",
+    "InputFileError": "agenttrace.errors",
+    "MemoryUnavailable": "agenttrace.errors",
+    "ModelMistake": "agenttrace.errors",
+    "ModelUnavailable": "agenttrace.errors",
+    "ParseError": "agenttrace.errors",
+    "ToolError": "agenttrace.errors",
+    "ToolFailed": "agenttrace.errors",
+    "PropagatingExecutor": "agenttrace.instrument",
+    "ValidationResult": "agenttrace.instrument",
+    "agent_span": "agenttrace.instrument",
+    "attempt_span": "agenttrace.instrument",
+    "compaction_span": "agenttrace.instrument",
+    "configure": "agenttrace.instrument",
+    "current_run": "agenttrace.instrument",
+    "current_step": "agenttrace.instrument",
+    "delegation_span": "agenttrace.instrument",
+    "final_answer": "agenttrace.instrument",
+    "generation_span": "agenttrace.instrument",
+    "memory_span": "agenttrace.instrument",
+    "parse_span": "agenttrace.instrument",
+    "propagate": "agenttrace.instrument",
+    "shutdown": "agenttrace.instrument",
+    "step_span": "agenttrace.instrument",
+    "tool_span": "agenttrace.instrument",
+    "traced_model": "agenttrace.instrument",
+    "turn_span": "agenttrace.instrument",
+    "validate_tool_call": "agenttrace.instrument",
+    "validate_tool_calls": "agenttrace.instrument",
+    "validation_span": "agenttrace.instrument",
+    "Agent": "agenttrace.runtime.agent",
+    "AgentConfig": "agenttrace.runtime.agent",
+    "AttemptRecord": "agenttrace.runtime.agent",
+    "StepRecord": "agenttrace.runtime.agent",
+    "TaskResult": "agenttrace.runtime.agent",
+    "CompactionConfig": "agenttrace.runtime.compaction",
+    "SubAgent": "agenttrace.runtime.delegation",
+    "delegation_tools": "agenttrace.runtime.delegation",
+    "MemoryStore": "agenttrace.runtime.memory",
+    "FinalAnswer": "agenttrace.runtime.parse",
+    "ToolCall": "agenttrace.runtime.parse",
+    "Example": "agenttrace.runtime.prompt",
+    "PromptStyle": "agenttrace.runtime.prompt",
+    "ExpectedCall": "agenttrace.runtime.tasks",
+    "Task": "agenttrace.runtime.tasks",
+    "load_tasks": "agenttrace.runtime.tasks",
+    "Telemetry": "agenttrace.telemetry",
+    "ContentPolicy": "agenttrace.telemetry.content",
     "LocalChatModel": "agenttrace.generation.local",
     "BatchEngine": "agenttrace.generation.batching.engine",
     "PromptLookupDrafter": "agenttrace.generation.drafters",
@@ -185,6 +245,9 @@ _LAZY = {
     "trace_generate": "agenttrace.adapters.transformers",
     # profiling an agent with no tracing code: the installed instrumentations turned on for a block
     "profile": "agenttrace.profiling",
+    # several Telemetry shut down at once (their collectors' bounds overlap); the report's console
+    "shutdown_all": "agenttrace.telemetry.exit",
+    "make_console": "agenttrace.report.terminal",
 }
 
 
@@ -194,3 +257,7 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'agenttrace' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

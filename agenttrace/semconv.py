@@ -23,14 +23,8 @@ from opentelemetry.semconv.attributes import db_attributes as _db
 from opentelemetry.semconv.attributes import otel_attributes as _otel
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.semconv.attributes.http_attributes import HTTP_REQUEST_METHOD
-from opentelemetry.semconv.attributes.server_attributes import (
-    SERVER_ADDRESS,
-    SERVER_PORT,
-)
-from opentelemetry.semconv.attributes.service_attributes import (
-    SERVICE_NAME,
-    SERVICE_VERSION,
-)
+from opentelemetry.semconv.attributes.server_attributes import SERVER_ADDRESS, SERVER_PORT
+from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME, SERVICE_VERSION
 from opentelemetry.semconv.schemas import Schemas
 
 
@@ -127,7 +121,7 @@ GEN_AI_TOOL_NAME: Final = _gen_ai.GEN_AI_TOOL_NAME
 GEN_AI_TOOL_CALL_ID: Final = _gen_ai.GEN_AI_TOOL_CALL_ID
 GEN_AI_TOOL_TYPE: Final = _gen_ai.GEN_AI_TOOL_TYPE
 # the whole rendered tool result's length in characters; the model (and the content attribute) see
-# at most MAX_RESULT_CHARS of it (runtime/tools.py)
+# at most MAX_RESULT_CHARS of it (runtime/execution.py)
 TOOL_RESULT_SIZE: Final = "agenttrace.tool.result.size"
 TOOL_RESULT_TRUNCATED: Final = "agenttrace.tool.result.truncated"
 GEN_AI_TOOL_DESCRIPTION: Final = _gen_ai.GEN_AI_TOOL_DESCRIPTION
@@ -170,8 +164,8 @@ SEGMENT: Final = "agenttrace.segment"
 TASK_ID: Final = "agenttrace.task.id"
 TASK_OUTCOME: Final = "agenttrace.task.outcome"
 STEPS: Final = "agenttrace.steps"
-DECISIONS_VALID: Final = "agenttrace.decisions.valid"
-DECISIONS_INVALID: Final = "agenttrace.decisions.invalid"
+DECISIONS_VALID: Final = "agenttrace.core.decisions.valid"
+DECISIONS_INVALID: Final = "agenttrace.core.decisions.invalid"
 STEP_INDEX: Final = "agenttrace.step.index"
 STEP_OUTCOME: Final = "agenttrace.step.outcome"
 STEP_ATTEMPTS: Final = "agenttrace.step.attempts"
@@ -255,7 +249,7 @@ SPEC_POLICY_K0_SHARE: Final = "agenttrace.spec.policy.k0_share"
 BATCH_SIZE: Final = "agenttrace.batch.size"
 BATCH_SIZE_MAX: Final = "agenttrace.batch.size.max"
 BATCH_PASSES: Final = "agenttrace.batch.passes"
-# the roofline (generation/roofline.py): one array entry per phase ("prefill", "verify@n", ...); peaks
+# the roofline (core/roofline.py): one array entry per phase ("prefill", "verify@n", ...); peaks
 ROOFLINE_PHASE: Final = "agenttrace.roofline.phase"
 ROOFLINE_PASSES: Final = "agenttrace.roofline.passes"
 ROOFLINE_ROWS: Final = "agenttrace.roofline.rows"

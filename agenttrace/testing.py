@@ -11,14 +11,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agenttrace.clock import FakeClock
+from agenttrace.core.chat import CancelToken, Generation, GenerationParams, Message, SpecRound
 from agenttrace.errors import GenerationCancelled
-from agenttrace.generation.chat import (
-    CancelToken,
-    Generation,
-    GenerationParams,
-    Message,
-    SpecRound,
-)
 from agenttrace.telemetry import Detail, Telemetry
 
 __all__ = ["FakeClock", "ScriptedModel", "ScriptedReply", "capture_telemetry", "spans_by_name"]

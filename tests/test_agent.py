@@ -9,12 +9,7 @@ from opentelemetry.trace import StatusCode
 
 from agenttrace import Agent, AgentConfig, CancelToken, FakeClock, Task, Tool, ToolError
 from agenttrace import semconv as sc
-from agenttrace.testing import (
-    ScriptedModel,
-    ScriptedReply,
-    capture_telemetry,
-    spans_by_name,
-)
+from agenttrace.testing import ScriptedModel, ScriptedReply, capture_telemetry, spans_by_name
 
 CALL = '{"tool": "weather", "arguments": {"city": "Paris"}}'
 ANSWER = '{"answer": "Light rain, 12.5 C."}'
@@ -299,7 +294,7 @@ def test_asyncio_cancellation_stops_the_task():
 
 
 def test_a_huge_tool_result_reaches_the_model_capped_and_the_span_keeps_its_size():
-    from agenttrace.runtime.tools import MAX_RESULT_CHARS
+    from agenttrace.runtime.execution import MAX_RESULT_CHARS
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     tool = Tool("weather", "w", schema, lambda city: "x" * (MAX_RESULT_CHARS * 3))

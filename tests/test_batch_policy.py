@@ -3,8 +3,8 @@ load, fewer for a costly drafter."""
 
 from __future__ import annotations
 
+from agenttrace.core.costmodel import CostModel, VerifyLine
 from agenttrace.generation.batching.policy import PassCost, allocate_batch_k
-from agenttrace.generation.costmodel import CostModel, VerifyLine
 
 
 def _model(alpha: float, draft_s: float = 0.0):

@@ -10,11 +10,11 @@ import threading
 import pytest
 import torch
 
+from agenttrace.core.chat import GenerationParams
 from agenttrace.errors import ContextTooLong, GenerationCancelled
 from agenttrace.generation.adaptive import KController
 from agenttrace.generation.batching.engine import BatchEngine
 from agenttrace.generation.batching.sequence import Request
-from agenttrace.generation.chat import GenerationParams
 from agenttrace.generation.drafters import PromptLookupDrafter
 from agenttrace.generation.head_drafters import EagleDrafter, TreeShape
 from agenttrace.generation.loop import StopCriteria, generate
@@ -116,7 +116,7 @@ def test_one_failing_request_of_eight_fails_alone(tiny_model, engine):
 def test_a_cancelled_request_leaves_at_the_next_pass_and_frees_its_cache(tiny_model, engine):
     prompts = _prompts(4, seed=3)
     cancel_after = threading.Event()
-    from agenttrace.generation.chat import CancelToken
+    from agenttrace.core.chat import CancelToken
 
     token = CancelToken()
 
@@ -145,7 +145,7 @@ def test_a_prompt_longer_than_the_context_is_refused_with_what_to_do(tiny_model,
 
 
 def test_local_models_generate_in_a_shared_engine_and_record_the_batch():
-    from agenttrace.generation.chat import Message
+    from agenttrace.core.chat import Message
     from agenttrace.generation.local import LocalChatModel
     from tests.test_serve_abuse import tiny_loaded
 
@@ -213,11 +213,11 @@ def test_a_batch_in_bf16_int4_with_row_wise_attention_is_bit_identical_to_alone(
 def test_agents_sharing_an_engine_leave_the_batch_and_the_roofline_in_their_trace_and_report(tmp_path):
     """The public API as a user would: two agents over one BatchEngine; their spans carry the
     batch and the roofline, and the report (terminal and HTML) places the phases."""
-    from agenttrace import Agent, BatchEngine, LocalChatModel, Telemetry, report_from_files, render_report
+    from agenttrace import Agent, BatchEngine, LocalChatModel, Telemetry, render_report, report_from_files
     from agenttrace import semconv as sc
+    from agenttrace.core.tools import Tool
     from agenttrace.report.html import report_html
     from agenttrace.report.terminal import make_console
-    from agenttrace.runtime.tools import Tool
     from agenttrace.traces.otlp_file import read_spans
     from tests.test_serve_abuse import tiny_loaded
 
@@ -264,7 +264,7 @@ def test_a_request_that_times_out_leaves_the_batch_and_the_others_finish():
     it at its next pass, freeing its cache, while the request beside it runs to its end."""
     import asyncio
 
-    from agenttrace.generation.chat import Message
+    from agenttrace.core.chat import Message
     from agenttrace.generation.local import LocalChatModel
     from tests.test_serve_abuse import tiny_loaded
 

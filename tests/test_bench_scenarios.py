@@ -9,14 +9,9 @@ import threading
 import pytest
 
 from agenttrace.bench.harness.records import read_records
-from agenttrace.bench.harness.scenarios.common import (
-    MemorySnapshot,
-    SpanCounter,
-    memory_back,
-    new_threads,
-)
+from agenttrace.bench.harness.scenarios.common import MemorySnapshot, SpanCounter, memory_back, new_threads
 from agenttrace.bench.harness.scenarios.faults import FailingDrafter
-from agenttrace.generation.chat import GenerationParams
+from agenttrace.core.chat import GenerationParams
 from agenttrace.generation.drafters import PromptLookupDrafter
 from agenttrace.testing import FakeClock, capture_telemetry
 

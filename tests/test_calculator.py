@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from agenttrace.examples.tools.calculator import calculator, evaluate
 
 from agenttrace import ToolError
-from agenttrace.examples.tools.calculator import calculator, evaluate
-from agenttrace.runtime.tools import run_tool
+from agenttrace.runtime.execution import run_tool
 
 
 @pytest.mark.parametrize(

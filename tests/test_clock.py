@@ -78,7 +78,7 @@ def test_elapsed_seconds_are_exact_on_a_fake_clock():
 
 def test_device_clock_syncs_the_gpu_on_cuda_and_nothing_on_a_cpu(monkeypatch):
     torch = pytest.importorskip("torch")
-    from agenttrace.generation.local import device_clock, device_sync
+    from agenttrace.generation.device import device_clock, device_sync
 
     fake = FakeClock()
     assert device_sync("cpu") is None

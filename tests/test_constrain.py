@@ -18,10 +18,10 @@ import torch
 
 from agenttrace import Agent, AgentConfig, FakeClock, GenerationParams, Telemetry, Tool
 from agenttrace import semconv as sc
+from agenttrace.core.chat import Constraint
 from agenttrace.errors import ConstraintUnavailable
 from agenttrace.generation import loop as loop_module
 from agenttrace.generation import sampling
-from agenttrace.generation.chat import Constraint
 from agenttrace.generation.constrain import GrammarCompiler
 from agenttrace.generation.draft_model import DraftModelDrafter
 from agenttrace.generation.drafters import Draft
@@ -318,7 +318,7 @@ class DeadEndModel(ScriptedModel):
         return None
 
     def chat(self, messages, params, *, cancel=None):
-        from agenttrace.generation.chat import ConstrainStats
+        from agenttrace.core.chat import ConstrainStats
 
         assert params.constraint is not None
         gen = super().chat(messages, params, cancel=cancel)
@@ -375,9 +375,10 @@ def test_a_first_step_that_must_call_a_tool_refuses_an_answer_where_the_model_ca
 def test_constrained_agent_on_the_bundled_model_speculative_equals_plain(bundled, tmp_path):
     """Under the grammar every reply is one parseable decision; prompt lookup changes no text;
     the trace carries agenttrace.constrain.* and the report a constrain segment."""
-    from agenttrace import LocalChatModel, PromptLookupDrafter, report_from_files
     from agenttrace.examples.agents.function_calling import DEFAULT_CONFIG, EXAMPLES
     from agenttrace.examples.tools import default_tools
+
+    from agenttrace import LocalChatModel, PromptLookupDrafter, report_from_files
 
     tasks = ["What is 17 * 23?", "Is it clear in Tokyo today?", "Convert 3 miles to km."]
     texts = {}
@@ -418,7 +419,7 @@ class ConstrainedScript(ScriptedModel):
         return None
 
     def chat(self, messages, params, *, cancel=None):
-        from agenttrace.generation.chat import ConstrainStats
+        from agenttrace.core.chat import ConstrainStats
 
         gen = super().chat(messages, params, cancel=cancel)
         end = self.clock.advance_s(self.MASK_S + self.COMPILE_S)

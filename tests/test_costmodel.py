@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from trace_builder import S, write_trace
 
-from agenttrace.generation.adaptive import KController
-from agenttrace.generation.costmodel import (
+from agenttrace.core.costmodel import (
     CostModel,
     RoundStats,
     VerifyLine,
@@ -17,6 +16,7 @@ from agenttrace.generation.costmodel import (
     fit_verify_line,
     tokens_per_round,
 )
+from agenttrace.generation.adaptive import KController
 from agenttrace.report import report_from_files
 from agenttrace.report.whatif import split_untimed
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from agenttrace.examples.tools.file_search import make_file_search
 
 from agenttrace import ToolError
 from agenttrace.errors import ToolFailed
-from agenttrace.runtime.tools import run_tool
-from agenttrace.examples.tools.file_search import make_file_search
+from agenttrace.runtime.execution import run_tool
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The layout holds (README, "Architecture"): every package installed under the project's own
-name, no import circle (function-level imports included), each stage importing only the stages
-before it, no oversized module, and the export path free of torch."""
+name, no import circle and each stage importing only the torch-free core and the stages before it
+(every import counts: module-level, function-level, `TYPE_CHECKING`), the public API imported
+lazily, no oversized module, and the export path free of torch."""
 
 from __future__ import annotations
 
@@ -19,25 +20,13 @@ PACKAGE = ROOT / "agenttrace"
 EXAMPLES = {"agenttrace.examples.agents": ROOT / "agents", "agenttrace.examples.tools": ROOT / "tools"}
 MAX_LINES = 400
 
-# What each stage may import of the others (besides the shared vocabulary at the top level:
-# semconv, errors, clock, decisions). Consumers (bench, commands, examples) come last; nothing imports them.
-SHARED = {"agenttrace", "agenttrace.semconv", "agenttrace.errors", "agenttrace.clock", "agenttrace.decisions"}
-ALLOWED = {
-    "runtime": {"generation", "telemetry", "instrument"},
-    "generation": {"telemetry"},  # chat.py records only; no stage imports upwards into runtime
-    "telemetry": {"generation"},  # a Generation record becomes span attributes
-    "instrument": {"telemetry", "generation", "runtime"},  # runtime's Tool and schema check
-    "traces": {"telemetry"},  # replay uses the guarded exporters; records carry no torch
-    "report": {"traces"},
-    "adapters": {"instrument", "telemetry", "generation", "runtime"},
-    "serve": {"generation", "instrument", "telemetry", "runtime"},
-    # `agenttrace run` / `profile()`: our exporters, and the report printed at the end; its
-    # bootstrap (profiling/bootstrap) imports nothing of ours (it runs in the program's environment)
-    "profiling": {"telemetry", "report"},
-}
-# Single modules a stage may use from a stage it otherwise must not: the speculation cost model
-# is torch-free, so the report's what-if uses the controller's own maths; so are the roofline records.
-ALLOWED_MODULES = {"report": {"agenttrace.generation.costmodel", "agenttrace.generation.roofline"}}
+# The stages in the order a decision passes them: each imports only the shared vocabulary (SHARED
+# and the torch-free `core`) and the stages before it. No exceptions: module-level, function-level
+# and `if TYPE_CHECKING:` imports all count. The facade (`agenttrace/__init__`) names the public API
+# lazily; the examples use only it; the consumers (bench, training, commands) come last.
+SHARED = ("agenttrace.semconv", "agenttrace.errors", "agenttrace.clock", "agenttrace.core")
+ORDER = ("generation", "telemetry", "testing", "instrument", "runtime", "adapters", "serve", "traces", "report",
+         "profiling", "agenttrace", "examples", "bench", "training", "commands", "cli", "__main__")
 
 
 def _modules() -> dict[str, Path]:
@@ -54,18 +43,12 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(path: Path, module: str, mods: dict[str, Path]) -> set[str]:
-    """Modules of ours that `path` imports anywhere (inside functions too), except under
+    """Modules of ours that `path` imports anywhere: at module level, inside functions and under
     `if TYPE_CHECKING:`. `from pkg import sub` counts as importing `pkg.sub`, not `pkg`."""
     tree = ast.parse(path.read_text())
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for n in ast.walk(node))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -155,30 +138,37 @@ def test_no_import_circle_not_even_through_function_level_imports(graph):
     assert circles == []
 
 
-def _stage(module: str) -> str | None:
+def _shared(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in SHARED)
+
+
+def _rank(module: str) -> int:
+    """The stage's place in ORDER (the shared vocabulary: -1)."""
+    if _shared(module):
+        return -1
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else None
+    return ORDER.index(parts[1] if len(parts) > 1 else "agenttrace")
 
 
-def test_each_stage_imports_only_the_stages_before_it(graph):
-    wrong = []
-    for module, targets in graph.items():
-        stage = _stage(module)
-        if module.startswith("agenttrace.examples."):
-            # the examples use only the public API (and each other)
-            wrong += [f"{module} -> {t}" for t in targets
-                      if not (t == "agenttrace" or t.startswith("agenttrace.examples.") or t in SHARED)
-                      and not t.startswith(("agenttrace.report.terminal", "agenttrace.telemetry"))]
-            continue
-        if stage not in ALLOWED:
-            continue
-        for t in targets:
-            other = _stage(t)
-            if t in SHARED or other == stage or other is None and t in SHARED:
-                continue
-            if other not in ALLOWED[stage] and t not in ALLOWED_MODULES.get(stage, ()):
-                wrong.append(f"{module} -> {t}")
+def test_each_stage_imports_only_the_shared_core_and_the_stages_before_it(graph):
+    wrong = [f"{m} -> {t}" for m, targets in graph.items() for t in targets
+             if not _shared(t) and (_shared(m) or _rank(t) > _rank(m))]
     assert wrong == []
+
+
+def test_the_examples_use_only_the_public_api(graph):
+    wrong = [f"{m} -> {t}" for m, targets in graph.items() if m.startswith("agenttrace.examples.") for t in targets
+             if not (t == "agenttrace" or t.startswith("agenttrace.examples.") or _shared(t))]
+    assert wrong == []
+
+
+def test_the_facade_imports_its_public_names_lazily():
+    """`import agenttrace` runs no stage: every public name is imported on first use."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    eager = [ast.unparse(n) for n in tree.body if isinstance(n, ast.ImportFrom | ast.Import)
+             and any(a.name.startswith("agenttrace") or (getattr(n, "module", "") or "").startswith("agenttrace")
+                     for a in n.names)]
+    assert eager == []
 
 
 def test_only_the_bench_workloads_module_reaches_the_examples(graph):

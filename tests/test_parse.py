@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from agenttrace.examples.tools import default_tools
 
 from agenttrace import AgentConfig, FakeClock, ParseError
+from agenttrace.core.tools import validate_arguments
 from agenttrace.errors import ArgumentsInvalid
 from agenttrace.runtime.agent import Agent
 from agenttrace.runtime.parse import FinalAnswer, ToolCall, parse_decision
-from agenttrace.runtime.validate import validate_arguments
 from agenttrace.testing import ScriptedModel, capture_telemetry
-from agenttrace.examples.tools import default_tools
 
 TOOLS = {t.name: t for t in default_tools()}
 

@@ -13,7 +13,7 @@ EXPECTED = {
     "GenerationParams", "InputFileError", "LocalChatModel", "BatchEngine", "ContextTooLong", "Message", "ModelMistake", "ModelUnavailable",
     "MonotonicClock", "ParseError", "PromptLookupDrafter", "PromptStyle", "SpecRound", "StepRecord", "Task",
     "TaskResult", "Telemetry", "Tool", "ToolCall", "ToolError", "ToolFailed", "load_model", "load_tasks",
-    "render_report", "report_from_files",
+    "render_report", "report_from_files", "make_console", "shutdown_all",
     # memory, compaction and delegation in the runtime
     "CompactionConfig", "MemoryStore", "MemoryUnavailable", "SubAgent", "delegation_tools",
     # the trained draft heads

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from trace_builder import S, write_trace
 
+from agenttrace.core.costmodel import expected_speedup, tokens_per_round
 from agenttrace.report import report_from_files
-from agenttrace.generation.costmodel import expected_speedup, tokens_per_round
 
 
 def test_expected_speedup_formula():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agenttrace.generation.roofline import ModelShape, Roofline, RooflineMeter, RooflinePhase, merge, phase_order
+from agenttrace.core.roofline import ModelShape, Roofline, RooflineMeter, RooflinePhase, merge, phase_order
 
 SHAPE = ModelShape(layers=2, heads=4, head_dim=8, vocab=100, hidden=32, layer_params=10_000, weight_bytes=500_000,
                    kv_bytes_per_token=256)
@@ -49,8 +49,8 @@ def test_phases_sort_by_kind_then_width():
 
 
 def test_the_model_shape_counts_logical_products_whatever_the_storage():
+    from agenttrace.generation.ceiling import model_shape
     from agenttrace.generation.quantize import quantize_model
-    from agenttrace.generation.roofline import model_shape
     from tests.test_quantize import small
 
     fp32 = model_shape(small())
@@ -63,7 +63,7 @@ def test_the_model_shape_counts_logical_products_whatever_the_storage():
 
 def test_a_generation_span_carries_the_roofline_and_the_batch(tiny_model):
     from agenttrace import semconv as sc
-    from agenttrace.generation.chat import BatchFigures, Generation
+    from agenttrace.core.chat import BatchFigures, Generation
     from agenttrace.telemetry.generation import generation_attributes
 
     roof = Roofline((RooflinePhase("prefill", 1, 10, 1e6, 1e5, 0.01), RooflinePhase("batch@8", 3, 24, 3e6, 2e5, 0.03)),

@@ -4,9 +4,6 @@ runaway queries, says what is wrong with a bad one."""
 from __future__ import annotations
 
 import pytest
-
-from agenttrace.errors import ToolFailed
-from agenttrace.runtime.tools import run_tool
 from agenttrace.examples.tools.sql import (
     MAX_CELL_CHARS,
     MAX_RESULT_BYTES,
@@ -16,6 +13,9 @@ from agenttrace.examples.tools.sql import (
     schema_text,
     sql,
 )
+
+from agenttrace.errors import ToolFailed
+from agenttrace.runtime.execution import run_tool
 
 
 def test_reads_the_shop_tables():

@@ -7,10 +7,10 @@ import re
 from dataclasses import replace
 
 import pytest
+from agenttrace.examples.agents.suites import SUITES, load_suite
 
 from agenttrace import FakeClock, Telemetry
-from agenttrace.examples.agents.suites import SUITES, load_suite
-from agenttrace.runtime.tools import run_tool
+from agenttrace.runtime.execution import run_tool
 from agenttrace.testing import ScriptedModel
 
 MIN_TASKS = 20
@@ -96,6 +96,7 @@ def test_long_horizon_needs_memory_documents_and_delegation(tmp_path):
     """Each kind of task the issue asks for, with enough of each; a document task's two documents
     fill the default compaction budget of the bundled model (90% of 8,192 positions, less the reply)."""
     from agenttrace.examples.tools.documents import DOCUMENTS
+
     from agenttrace.runtime.compaction import default_budget
 
     tasks = load_suite("long_horizon").tasks

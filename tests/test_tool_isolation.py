@@ -14,7 +14,7 @@ import pytest
 
 from agenttrace import Tool, ToolError
 from agenttrace.errors import ToolFailed
-from agenttrace.runtime.tools import OversizedResult, render_tool_result, run_tool, shutdown_workers
+from agenttrace.runtime.execution import OversizedResult, render_tool_result, run_tool, shutdown_workers
 
 SCHEMA = {"type": "object"}
 TIMEOUT_S = 0.1
@@ -118,7 +118,8 @@ def test_hung_tools_leave_no_thread_or_process_and_return_on_time(warm_pool):
 
 def test_warm_up_starts_the_worker_before_the_first_call():
     from agenttrace.examples.tools import calculator
-    from agenttrace.runtime.tools import shutdown_workers, warm_up
+
+    from agenttrace.runtime.execution import shutdown_workers, warm_up
 
     shutdown_workers()
     warm_up([calculator])

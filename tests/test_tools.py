@@ -12,7 +12,7 @@ from opentelemetry import trace
 
 from agenttrace import Tool, ToolError
 from agenttrace.errors import ToolFailed
-from agenttrace.runtime.tools import OversizedResult, render_result, render_tool_result, run_tool
+from agenttrace.runtime.execution import OversizedResult, render_result, render_tool_result, run_tool
 
 SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}}
 

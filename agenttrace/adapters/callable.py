@@ -22,7 +22,7 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.adapters.openai_stream import ChatCall
-from agenttrace.generation.chat import Generation
+from agenttrace.core.chat import Generation
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.generation import record_generation
 from agenttrace.telemetry.guard import strict

@@ -20,11 +20,8 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.adapters.replies import read_reply, usage_of
-from agenttrace.decisions import is_cancellation
-from agenttrace.instrument.frames import (
-    Placement,
-    place_leaf,
-)
+from agenttrace.core.decisions import is_cancellation
+from agenttrace.instrument.frames import Placement, place_leaf
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.content import chat_input_messages, chat_output_messages
 

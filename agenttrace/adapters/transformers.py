@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenttrace.clock import Clock
-from agenttrace.generation.chat import Generation, SpecRound
+from agenttrace.core.chat import Generation, SpecRound
 from agenttrace.instrument.generation import generation_span
 from agenttrace.telemetry import Telemetry
 

@@ -28,7 +28,6 @@ from agenttrace.bench.generation_records import Row, Run, StepRow
 from agenttrace.bench.prompts import agent_steps, free_text_prompts, tool_call_prompts
 from agenttrace.clock import Clock
 
-
 DEFAULT_ARMS = [
     "hf_generate", "hf_prompt_lookup_k10", "hf_assisted_early_exit8", "ours_plain", "ours_prompt_lookup_k3",
     "ours_prompt_lookup_k8", "ours_prompt_lookup_adaptive16", "ours_early_exit8_k3", "ours_early_exit8_adaptive",
@@ -157,7 +156,7 @@ def _step_bytes(models, peer) -> dict:
 def measure_agent_steps(loaded, repeats: int, progress, clock: Clock) -> list[StepRow]:
     """Step 2 and a retry of step 1, after step 1 ran: with the prefix cache each starts from the
     KV entries of step 1's call; without it each prefills its whole prompt."""
-    from agenttrace.generation.chat import GenerationParams
+    from agenttrace.core.chat import GenerationParams
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.prefix_cache import PrefixCache
@@ -236,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
     from agenttrace.bench.llama_peer import LLAMA_ARMS, LlamaPeer
     from agenttrace.bench.rss_child import measure_peak_rss_mb
     from agenttrace.generation.ceiling import machine_peaks
-    from agenttrace.generation.local import device_clock
+    from agenttrace.generation.device import device_clock
     from agenttrace.generation.models import cache_dir, find_bundled_gguf, load_weights
     from agenttrace.generation.quantize import WEIGHTS
 

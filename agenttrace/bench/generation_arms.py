@@ -50,7 +50,7 @@ def _hf_arm(model, tokenizer, clock: Clock, **kwargs) -> Callable[[list[int], in
 
 
 def _our_arm(chat_model) -> Callable[[list[int], int], Run]:
-    from agenttrace.generation.chat import GenerationParams
+    from agenttrace.core.chat import GenerationParams
 
     def run(ids: list[int], budget: int) -> Run:
         gen, out = chat_model.complete_ids(ids, GenerationParams(max_tokens=budget))

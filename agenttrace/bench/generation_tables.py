@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from agenttrace.bench.generation_records import Row, StepRow
 
+
 def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
     return "-" if x is None or x != x else f"{x:{spec}}{suffix}"
 

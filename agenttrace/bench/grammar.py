@@ -35,8 +35,8 @@ def _workload() -> tuple[list[dict], list[list[str]]]:
     each, the texts to walk under it: its suites' expected calls (the first also the answers)."""
     from agenttrace.bench.workloads import load_suites
     from agenttrace.runtime.grammar import decision_schema
-    from agenttrace.runtime.prompt import decision_text
     from agenttrace.runtime.parse import FinalAnswer, ToolCall
+    from agenttrace.runtime.prompt import decision_text
 
     suites = load_suites(("tool_calls", "long_reasoning", "code", "multilingual"))
     schemas: list[dict] = []
@@ -59,12 +59,12 @@ def _workload() -> tuple[list[dict], list[list[str]]]:
 
 
 def _llguidance(tok, vocab: int, clock: Clock) -> Callable[[list[dict], list[list[int]], EngineRuns], None]:
+    import llguidance
+    import llguidance.hf
     import numpy as np
     import torch
 
     from agenttrace.generation.constrain import JSON_OPTIONS, apply_mask_
-    import llguidance
-    import llguidance.hf
 
     def once(schemas, seqs, runs):
         t0 = clock.now_ns()

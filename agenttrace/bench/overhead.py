@@ -32,11 +32,11 @@ from tempfile import TemporaryDirectory
 from opentelemetry.trace import NoOpTracer
 
 from agenttrace.clock import Clock, default_clock
-from agenttrace.generation.chat import CancelToken, Generation, GenerationParams, Message, SpecRound
+from agenttrace.core.chat import CancelToken, Generation, GenerationParams, Message, SpecRound
+from agenttrace.core.tools import Tool
 from agenttrace.report.stats import RatioEstimate, bootstrap_paired_ratio
 from agenttrace.runtime.agent import Agent, AgentConfig
 from agenttrace.runtime.tasks import Task
-from agenttrace.runtime.tools import Tool
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.content import ContentPolicy
 

@@ -6,17 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agenttrace.core.chat import Message
 from agenttrace.errors import ArgumentsInvalid, ToolFailed
-from agenttrace.generation.chat import Message
+from agenttrace.runtime.execution import render_result, run_tool
 from agenttrace.runtime.parse import ToolCall
-from agenttrace.runtime.prompt import (
-    PromptStyle,
-    build_messages,
-    decision_text,
-    observation,
-    retry_feedback,
-)
-from agenttrace.runtime.tools import render_result, run_tool
+from agenttrace.runtime.prompt import PromptStyle, build_messages, decision_text, observation, retry_feedback
 
 FREE_TEXT = (
     "Rewrite this message in a formal tone: Hey team, the build broke again last night because someone "

@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     from agenttrace.bench.prompts import tool_call_prompts
-    from agenttrace.generation.chat import GenerationParams
+    from agenttrace.core.chat import GenerationParams
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.models import load_weights

@@ -10,7 +10,7 @@ GPU machines have no network), and puts it on the device's roofline.
                    FLOP/s at each n (2 x parameters x n), against the device's peaks when known
     speedup bound  for a free drafter (prompt lookup) with per-token acceptance alpha, drafting k
                    gives (1 - alpha^(k+1)) / (1 - alpha) tokens per pass of cost t(k+1) / t(1)
-                   (generation/costmodel.py with the measured verify cost): the best k and speedup
+                   (core/costmodel.py with the measured verify cost): the best k and speedup
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agenttrace.generation.costmodel import best_k_at_widths
+from agenttrace.core.costmodel import best_k_at_widths
 
 # Llama-architecture shapes of public models, for random-weight runs.
 PRESETS: dict[str, dict[str, int]] = {
@@ -98,7 +98,7 @@ def measure(model, name: str, *, context: int, widths: tuple[int, ...], repeats:
     import torch
 
     from agenttrace.generation import kv
-    from agenttrace.generation.local import device_clock
+    from agenttrace.generation.device import device_clock
 
     device = model.device
     clock = device_clock(device)
@@ -166,7 +166,7 @@ def predict(preset: str, device: str, context: int, batches: tuple[int, ...], wi
     peaks, without running anything: per batch size B and verify width n, the pass's FLOPs per
     byte and its time bound relative to the plain batched step (B requests, n = 1). A Markdown
     table; the device needs no GPU here."""
-    from agenttrace.generation.roofline import predicted_s, shape_of_config
+    from agenttrace.core.roofline import predicted_s, shape_of_config
 
     if preset not in PRESETS:
         raise SystemExit(f"agenttrace bench verify-cost: unknown preset {preset!r}; choose from {', '.join(PRESETS)}")

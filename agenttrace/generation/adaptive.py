@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agenttrace.generation.costmodel import CostModel, RoundStats, best_k, expected_speedup, fit
+from agenttrace.core.costmodel import CostModel, RoundStats, best_k, expected_speedup, fit
 
 __all__ = ["KController", "expected_speedup", "best_k"]
 

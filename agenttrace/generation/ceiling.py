@@ -19,9 +19,11 @@ import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from agenttrace.core.roofline import ModelShape
+
 _log = logging.getLogger(__name__)
 
-__all__ = ["MachinePeaks", "StepBytes", "ceiling_tok_s", "decode_bytes", "machine_peaks"]
+__all__ = ["MachinePeaks", "StepBytes", "ceiling_tok_s", "decode_bytes", "machine_peaks", "model_shape"]
 
 _PROBE_BYTES = 512 * 2**20  # well beyond any last-level cache, so the probe reads memory
 _FORMAT = 1
@@ -143,3 +145,22 @@ def machine_peaks(cache: Path | None = None, device: str = "cpu", refresh: bool 
         except OSError as exc:
             _log.info("could not cache the machine's peaks in %s: %s", path, exc)
     return peaks
+
+
+def model_shape(model) -> ModelShape:
+    """The shape of a transformers causal LM as loaded (its stored weights: fp32, bf16, int8/int4)."""
+    from torch import nn
+
+    config = model.config
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    inner = getattr(model, "model", model)
+    layers = getattr(inner, "layers", None)
+    params = 0
+    for m in (layers.modules() if layers is not None else ()):
+        n_in, n_out = getattr(m, "in_features", None), getattr(m, "out_features", None)
+        if isinstance(n_in, int) and isinstance(n_out, int) and not isinstance(m, nn.Embedding):
+            params += n_in * n_out  # logical multiply-adds per row, whatever the storage (int4 packs two per byte)
+    step = decode_bytes(model)
+    return ModelShape(config.num_hidden_layers, heads, head_dim, int(config.vocab_size), int(config.hidden_size),
+                      params, step.weights, step.kv_per_token)

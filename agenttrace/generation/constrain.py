@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from agenttrace.clock import Clock
+from agenttrace.core.chat import ConstrainStats, Constraint
 from agenttrace.errors import ConstraintUnavailable
-from agenttrace.generation.chat import ConstrainStats, Constraint
 
 __all__ = ["ENGINE", "GrammarCompiler", "GrammarDeadEnd", "Matcher", "apply_mask_"]
 

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from agenttrace.core.chat import GenerationParams
 from agenttrace.generation import kv, sampling
-from agenttrace.generation.chat import GenerationParams
 from agenttrace.generation.drafters import Draft
 
 

@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from agenttrace.generation.chat import GenerationParams
+from agenttrace.core.chat import GenerationParams
 
 
 @dataclass(frozen=True)

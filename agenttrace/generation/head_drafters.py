@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from agenttrace.core.chat import GenerationParams
 from agenttrace.generation import sampling
-from agenttrace.generation.chat import GenerationParams
 from agenttrace.generation.drafters import Draft, fork_drafter
 from agenttrace.generation.heads import EagleHead, HeadCache, MedusaHeads, quantize_head
 from agenttrace.generation.kv import common_prefix_length

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from agenttrace.generation.chat import GenerationParams
+from agenttrace.core.chat import GenerationParams
 
 
 def probabilities(logits: torch.Tensor, params: GenerationParams) -> torch.Tensor:

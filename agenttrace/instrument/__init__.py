@@ -3,7 +3,6 @@ as our own loop, so `agenttrace report` gives a wrapped agent the same per-segme
 time to valid tool call and decision throughput.
 
     config.py       configure(): the telemetry wrapped agents record into
-    decisions.py    the decision table: attempt and step outcomes, named once
     frames.py       where the next span goes (run, step, attempt)
     scope.py        the scope machinery: `with`, `async with` and decorators
     structure.py    agent_span, delegation_span, step_span, attempt_span, turn_span
@@ -19,13 +18,7 @@ raises a telemetry failure into the agent.
 from agenttrace.instrument.config import configure, get_telemetry, shutdown
 from agenttrace.instrument.frames import AgentRun, Attempt, Step
 from agenttrace.instrument.generation import generation_span, traced_model
-from agenttrace.instrument.operations import (
-    compaction_span,
-    final_answer,
-    memory_span,
-    parse_span,
-    tool_span,
-)
+from agenttrace.instrument.operations import compaction_span, final_answer, memory_span, parse_span, tool_span
 from agenttrace.instrument.propagation import PropagatingExecutor, propagate
 from agenttrace.instrument.structure import (
     agent_span,
@@ -36,12 +29,7 @@ from agenttrace.instrument.structure import (
     step_span,
     turn_span,
 )
-from agenttrace.instrument.validation import (
-    ValidationResult,
-    validate_tool_call,
-    validate_tool_calls,
-    validation_span,
-)
+from agenttrace.instrument.validation import ValidationResult, validate_tool_call, validate_tool_calls, validation_span
 
 __all__ = [
     "AgentRun",

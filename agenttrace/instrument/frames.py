@@ -29,14 +29,8 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
 from agenttrace import semconv as sc
+from agenttrace.core.decisions import Flags, attempt_outcome, is_cancellation, step_outcome, task_outcome
 from agenttrace.instrument.config import get_telemetry
-from agenttrace.decisions import (
-    Flags,
-    attempt_outcome,
-    is_cancellation,
-    step_outcome,
-    task_outcome,
-)
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import error_type, mark_error
 

@@ -11,7 +11,7 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.generation.chat import CancelToken, ChatModel, ChatModelWrapper, Generation, GenerationParams, Message
+from agenttrace.core.chat import CancelToken, ChatModel, ChatModelWrapper, Generation, GenerationParams, Message
 from agenttrace.instrument.frames import Placement
 from agenttrace.instrument.operations import Handle, LeafScope
 from agenttrace.telemetry import Telemetry
@@ -74,10 +74,7 @@ class GenerationHandle(Handle):
 
     def messages(self, inputs: Iterable[Any] | None = None, output_text: str | None = None, *, finish_reason: str | None = None, tool_calls: Iterable[Any] = ()) -> None:
         """Opt-in content (recorded only when content capture is on; redacted and capped)."""
-        from agenttrace.telemetry.content import (
-            chat_input_messages,
-            chat_output_messages,
-        )
+        from agenttrace.telemetry.content import chat_input_messages, chat_output_messages
 
         policy = self.placement.tel.content
         if not policy.enabled:

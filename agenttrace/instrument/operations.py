@@ -9,12 +9,8 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.decisions import is_cancellation
-from agenttrace.instrument.frames import (
-    Frame,
-    Placement,
-    place_leaf,
-)
+from agenttrace.core.decisions import is_cancellation
+from agenttrace.instrument.frames import Frame, Placement, place_leaf
 from agenttrace.instrument.scope import Scope
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import tool_attributes

@@ -19,19 +19,12 @@ from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace.core.decisions import is_cancellation
+from agenttrace.core.tools import Tool, declared_names, validate_arguments
 from agenttrace.errors import ArgumentsInvalid, schema_summary
 from agenttrace.instrument.config import get_telemetry
-from agenttrace.decisions import is_cancellation
-from agenttrace.instrument.frames import (
-    Frame,
-    Placement,
-    current_frame,
-    frame_telemetry,
-    place_leaf,
-)
+from agenttrace.instrument.frames import Frame, Placement, current_frame, frame_telemetry, place_leaf
 from agenttrace.instrument.scope import Scope
-from agenttrace.runtime.tools import Tool
-from agenttrace.runtime.validate import declared_names, validate_arguments
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import mark_error
 

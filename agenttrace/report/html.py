@@ -12,7 +12,6 @@ from __future__ import annotations
 from agenttrace.report import charts
 from agenttrace.report.model import Comparison, Report, TaskFigures
 from agenttrace.report.seen import input_lines, no_tasks_message
-from agenttrace.report.text import html_text as esc
 from agenttrace.report.text import (
     ROOFLINE_COLUMNS,
     constraint_comparison,
@@ -23,6 +22,7 @@ from agenttrace.report.text import (
     task_notes,
     whatif_method,
 )
+from agenttrace.report.text import html_text as esc
 from agenttrace.report.text import num as _f
 
 _CSS = """
@@ -118,7 +118,7 @@ def _whatif(report: Report) -> str:
     )
     table = ("<table><tr><th>run</th><th>drafter</th><th>alpha</th><th>c</th><th>k</th><th>S(k)</th><th>best k</th>"
              f"<th>S(best)</th><th>predicted</th><th>measured</th></tr>{rows}</table>")
-    note = ('<p class="note">S(k): expected speedup over plain decoding (generation/costmodel.py) from the rounds: '
+    note = ('<p class="note">S(k): expected speedup over plain decoding (core/costmodel.py) from the rounds: '
             "a is the per-token acceptance (maximum likelihood over rounds), c the cost of one more drafted token "
             "(drafting plus the wider verify pass) over a plain step. Predicted: for the run's own rounds; measured: "
             "against plain generations of the same model, est. where there are none.</p>")

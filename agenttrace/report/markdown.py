@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from agenttrace.report.model import (
-    SEGMENT_FIELDS,
-    Comparison,
-    Report,
-    TaskFigures,
-    WhatIf,
-)
+from agenttrace.report.model import SEGMENT_FIELDS, Comparison, Report, TaskFigures, WhatIf
 from agenttrace.report.seen import input_lines, no_tasks_message
 from agenttrace.report.text import (
     ROOFLINE_COLUMNS,
@@ -68,7 +62,7 @@ def _inputs(report: Report) -> list[str]:
 def _whatif(ws: list[WhatIf]) -> list[str]:
     out = ["## Speculation what-if", "",
            "Expected speedup S(k) over plain decoding from the rounds' acceptance by position a and the cost c of "
-           "one more drafted token (drafting plus the wider verify pass) over a plain step (generation/costmodel.py); "
+           "one more drafted token (drafting plus the wider verify pass) over a plain step (core/costmodel.py); "
            "predicted: for the run's own rounds; measured: against plain generations of the same model, "
            "est. where there are none.", ""]
     rows = []

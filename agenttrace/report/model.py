@@ -10,10 +10,10 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field, computed_field, create_model
 
-from agenttrace.generation.roofline import RooflinePhase
-from agenttrace.report.roofline import RooflineFigures
+from agenttrace.core.roofline import RooflinePhase
 from agenttrace.report.inputs import InputFigures
 from agenttrace.report.jsondoc import JsonDocument
+from agenttrace.report.roofline_model import RooflineFigures
 from agenttrace.report.whatif_model import SpeedupPoint, WhatIf  # noqa: F401  (part of the report's schema)
 from agenttrace.semconv import Segment
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
-from agenttrace.generation.costmodel import RoundStats
-from agenttrace.generation.roofline import RooflinePhase
+from agenttrace.core.costmodel import RoundStats
+from agenttrace.core.roofline import RooflinePhase
 from agenttrace.report.model import GenerationFigures, SpecFigures, lean
 from agenttrace.report.tree import SpanTree
 from agenttrace.traces.records import SpanRecord

@@ -2,7 +2,7 @@
 draft tokens, the best k, how far the run's k was from it, and the prediction for the run's own
 rounds beside the measured speedup.
 
-The model is `agenttrace.generation.costmodel`, the one the generator's k controller uses:
+The model is `agenttrace.core.costmodel`, the one the generator's k controller uses:
 tokens per round from acceptance and drafting by position, the round's cost as draft time plus a
 verify pass whose cost grows with its width (fitted from the rounds' verify times), and the rounds
 whose drafter proposed nothing (one plain step each). Per (run label, spec method) the trace gives:
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agenttrace.generation.costmodel import CostModel, fit
+from agenttrace.core.costmodel import CostModel, fit
 from agenttrace.report.model import GenerationFigures, SpeedupPoint, WhatIf
 from agenttrace.report.spec import AcceptanceStats
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 class SpeedupPoint(BaseModel):
     k: int
-    speedup: float = Field(description="expected speedup over plain decoding at k (generation/costmodel.py)")
+    speedup: float = Field(description="expected speedup over plain decoding at k (core/costmodel.py)")
     tokens_per_round: float = Field(description="expected tokens per verify pass at k (1 + accepted per round)")
 
 

@@ -33,38 +33,31 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from agenttrace import semconv as sc
-from agenttrace.errors import ConstraintUnavailable, ContextTooLong, GenerationCancelled, ModelMistake, ParseError
-from agenttrace.generation.chat import (
+from agenttrace.core.chat import (
     CancelToken,
     ChatModel,
     Generation,
     GenerationParams,
     Message,
     prepare_constraint,
+    task_cancel,
 )
-from agenttrace.decisions import attempt_outcome, is_retried, step_outcome
+from agenttrace.core.decisions import attempt_outcome, is_retried, step_outcome
+from agenttrace.core.tools import VALIDATOR_NAME, Tool, validate_arguments
+from agenttrace.errors import ConstraintUnavailable, ContextTooLong, GenerationCancelled, ModelMistake, ParseError
 from agenttrace.instrument.generation import traced_model
 from agenttrace.instrument.operations import parse_span, tool_span
 from agenttrace.instrument.structure import agent_span, attempt_span, delegation_span, step_span
 from agenttrace.instrument.validation import validation_span
 from agenttrace.runtime.compaction import CompactionConfig, Compactor
-from agenttrace.runtime.delegation import task_cancel
+from agenttrace.runtime.execution import render_tool_result, run_tool, warm_up
 from agenttrace.runtime.grammar import decision_constraint
 from agenttrace.runtime.memory import MemoryStore
 from agenttrace.runtime.memory_tools import memory_namespace, memory_tools, recall, render_facts
 from agenttrace.runtime.parse import FinalAnswer, ToolCall, parse_decision
+from agenttrace.runtime.prompt import Example, PromptStyle, build_messages, decision_text, observation, retry_feedback
 from agenttrace.runtime.records import AttemptRecord, StepRecord, TaskResult
-from agenttrace.runtime.prompt import (
-    Example,
-    PromptStyle,
-    build_messages,
-    decision_text,
-    observation,
-    retry_feedback,
-)
 from agenttrace.runtime.tasks import Task, decision_matches
-from agenttrace.runtime.tools import Tool, render_tool_result, run_tool, warm_up
-from agenttrace.runtime.validate import VALIDATOR_NAME, validate_arguments
 from agenttrace.telemetry import Telemetry
 
 __all__ = ["Agent", "AgentConfig", "AttemptRecord", "StepRecord", "TaskResult"]

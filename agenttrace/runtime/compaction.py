@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agenttrace import semconv as sc
+from agenttrace.core.chat import ChatModel, GenerationParams, Message
 from agenttrace.errors import GenerationCancelled
-from agenttrace.generation.chat import ChatModel, GenerationParams, Message
 from agenttrace.instrument.operations import compaction_span
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.spans import mark_error

@@ -23,30 +23,25 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agenttrace import semconv as sc
+from agenttrace.core.chat import CancelToken, current_cancel
+from agenttrace.core.tools import Tool
 from agenttrace.errors import ToolError
-from agenttrace.generation.chat import CancelToken
 from agenttrace.instrument.propagation import propagate
 from agenttrace.instrument.structure import current_run, delegation_span
 from agenttrace.runtime.tasks import Task
-from agenttrace.runtime.tools import Tool
 
 if TYPE_CHECKING:
     from agenttrace.runtime.agent import Agent
 
-__all__ = ["MAX_ANSWER_CHARS", "SubAgent", "current_cancel", "delegation_tools", "task_cancel"]
+__all__ = ["MAX_ANSWER_CHARS", "SubAgent", "delegation_tools"]
 
 MAX_ANSWER_CHARS = 4000  # a longer "answer" is not one: the sub-agent's reply is garbage
 _counter = itertools.count(1)
-# The running task's cancel token, where the agent loop set it: tools run in a copy of the
-# caller's context, so a delegating tool sees it and cancels its sub-agents with the task.
-_CANCEL: ContextVar[CancelToken | None] = ContextVar("agenttrace_task_cancel", default=None)
 
 
 @dataclass(frozen=True)
@@ -64,21 +59,6 @@ class SubAgent:
     def __post_init__(self) -> None:
         if (self.agent is None) == (self.run is None):
             raise ValueError(f"sub-agent {self.name!r}: give exactly one of agent= or run=")
-
-
-def current_cancel() -> CancelToken | None:
-    """The cancel token of the task running in this context, if any (set by `Agent.run`)."""
-    return _CANCEL.get()
-
-
-@contextmanager
-def task_cancel(token: CancelToken | None) -> Iterator[None]:
-    """Inside the block, `current_cancel()` is `token`."""
-    reset = _CANCEL.set(token)
-    try:
-        yield
-    finally:
-        _CANCEL.reset(reset)
 
 
 class _Pending:

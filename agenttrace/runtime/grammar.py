@@ -10,8 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agenttrace.generation.chat import Constraint
-from agenttrace.runtime.tools import Tool
+from agenttrace.core.chat import Constraint
+from agenttrace.core.tools import Tool
 
 __all__ = ["GRAMMAR_NAME", "answer_bound", "decision_constraint", "decision_schema", "schema_source"]
 

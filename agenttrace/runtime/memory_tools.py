@@ -18,10 +18,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from agenttrace import semconv as sc
+from agenttrace.core.tools import Tool
 from agenttrace.errors import MemoryUnavailable
 from agenttrace.instrument.operations import memory_span
 from agenttrace.runtime.memory import ENGINE, SHARED, MemoryItem, MemoryStore, StoreCall
-from agenttrace.runtime.tools import Tool
 from agenttrace.telemetry import Telemetry
 
 __all__ = ["Recalled", "memory_namespace", "memory_tools", "recall", "remember", "render_facts"]

@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agenttrace.core.chat import Message, Role
+from agenttrace.core.tools import Tool
 from agenttrace.errors import ModelMistake
-from agenttrace.generation.chat import Message, Role
 from agenttrace.runtime.parse import FinalAnswer, ToolCall
-from agenttrace.runtime.tools import Tool
 
 __all__ = ["Example", "PromptStyle", "build_messages", "decision_text", "observation", "retry_feedback"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
+from agenttrace.core.chat import Generation
 from agenttrace.errors import ModelMistake
-from agenttrace.generation.chat import Generation
 from agenttrace.runtime.parse import FinalAnswer, ToolCall
 
 __all__ = ["AttemptRecord", "StepRecord", "TaskResult"]

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import replace
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -28,8 +28,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from agenttrace.core.chat import CancelToken
 from agenttrace.errors import GenerationCancelled
-from agenttrace.generation.chat import CancelToken
 from agenttrace.serve.engine import Engine, EngineResult
 from agenttrace.serve.limits import ServeLimits, check_params, check_prompt, parse_body, read_body
 from agenttrace.serve.protocol import (

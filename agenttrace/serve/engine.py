@@ -30,23 +30,14 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from agenttrace import semconv as sc
+from agenttrace.core.chat import CancelToken, Generation, GenerationParams, Message
+from agenttrace.core.tools import Tool
 from agenttrace.errors import GenerationCancelled, ParseError
-from agenttrace.generation.chat import (
-    CancelToken,
-    Generation,
-    GenerationParams,
-    Message,
-)
 from agenttrace.instrument.operations import parse_span
 from agenttrace.runtime.parse import FinalAnswer, parse_decision
-from agenttrace.runtime.tools import Tool
 from agenttrace.serve.protocol import ServedReply
 from agenttrace.telemetry import Telemetry
-from agenttrace.telemetry.generation import (
-    record_chat_content,
-    record_generation,
-    request_attributes,
-)
+from agenttrace.telemetry.generation import record_chat_content, record_generation, request_attributes
 
 if TYPE_CHECKING:
     from agenttrace.generation.local import LocalChatModel

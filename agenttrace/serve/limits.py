@@ -20,7 +20,7 @@ from agenttrace.serve.protocol import RequestError
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from agenttrace.generation.chat import GenerationParams
+    from agenttrace.core.chat import GenerationParams
 
 __all__ = [
     "DEFAULT_PROMPT_TOKENS",

@@ -12,17 +12,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agenttrace.generation.chat import Constraint, GenerationParams, Message
+from agenttrace.core.chat import Constraint, GenerationParams, Message
+from agenttrace.core.tools import Tool
 from agenttrace.runtime.grammar import decision_constraint, schema_source
 from agenttrace.runtime.parse import ToolCall
-from agenttrace.runtime.prompt import (
-    DEFAULT_INSTRUCTIONS,
-    PromptStyle,
-    decision_text,
-    observation,
-    tool_catalogue,
-)
-from agenttrace.runtime.tools import Tool
+from agenttrace.runtime.prompt import DEFAULT_INSTRUCTIONS, PromptStyle, decision_text, observation, tool_catalogue
 
 __all__ = [
     "ChatRequest",

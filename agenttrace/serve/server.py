@@ -44,10 +44,10 @@ class ServeOptions:
 
 def build_engine(loaded: LoadedModel, telemetry: Telemetry, options: ServeOptions = ServeOptions()) -> Engine:
     """An engine over a loaded model (e.g. `agenttrace.generation.models.load_model()`)."""
+    from agenttrace.core.chat import Constraint
     from agenttrace.errors import ConstraintUnavailable
-    from agenttrace.generation.chat import Constraint
-    from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.batching.engine import BatchEngine
+    from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
 
     batch = None

@@ -17,10 +17,23 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from agenttrace.telemetry.setup import ExportSummary, Telemetry
+Summary = TypeVar("Summary", covariant=True)
+
+
+class Tracked(Protocol[Summary]):
+    """What exit needs of a `Telemetry` (setup.py, which imports this module): its bounded
+    shutdown and summary, and the local flush SIGTERM does."""
+
+    shutdown_timeout_s: float
+
+    def shutdown(self) -> Summary: ...
+
+    def summary(self) -> Summary: ...
+
+    def flush_local(self) -> Any: ...
+
 
 __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT_S",
@@ -63,13 +76,13 @@ def call_within(fn: Callable[[], Any], timeout_s: float, name: str) -> bool:
 
 # Every Telemetry not shut down yet, held strongly: its queued spans must reach the file at exit
 # even if the program dropped its last reference to it.
-_open: dict[int, Telemetry] = {}
+_open: dict[int, Tracked[Any]] = {}
 _lock = threading.Lock()
 _exit_hook = False
 _previous: Any = None  # the SIGTERM handler that was there before ours
 
 
-def track(telemetry: Telemetry, *, sigterm: bool) -> None:
+def track(telemetry: Tracked[Any], *, sigterm: bool) -> None:
     """Shut `telemetry` down at process exit (bounded, together with the others) unless it is
     shut down before; with `sigterm`, also write its ended spans to the trace file on SIGTERM.
 
@@ -91,16 +104,19 @@ def track(telemetry: Telemetry, *, sigterm: bool) -> None:
                 signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-def untrack(telemetry: Telemetry) -> None:
+def untrack(telemetry: Tracked[Any]) -> None:
     with _lock:
         _open.pop(id(telemetry), None)
 
 
-def shutdown_all(telemetries: Iterable[Telemetry]) -> list[ExportSummary]:
+S = TypeVar("S")
+
+
+def shutdown_all(telemetries: Iterable[Tracked[S]]) -> list[S]:
     """Shut several telemetries down at once, so that their collectors' bounds overlap instead of
     adding up; the summaries in the order given."""
     tels = list(telemetries)
-    summaries: list[ExportSummary | None] = [None] * len(tels)
+    summaries: list[S | None] = [None] * len(tels)
 
     def shut(i: int) -> None:
         summaries[i] = tels[i].shutdown()

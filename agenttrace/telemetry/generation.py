@@ -15,14 +15,8 @@ from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.generation.chat import (
-    ChatModel,
-    Generation,
-    GenerationParams,
-    Message,
-    summarize_rounds,
-)
-from agenttrace.generation.roofline import Roofline
+from agenttrace.core.chat import ChatModel, Generation, GenerationParams, Message, summarize_rounds
+from agenttrace.core.roofline import Roofline
 from agenttrace.telemetry.content import chat_input_messages, chat_output_messages
 from agenttrace.telemetry.spans import child_span
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
-from agenttrace.decisions import task_outcome
+from agenttrace.core.decisions import task_outcome
 from agenttrace.traces import members as mb
 from agenttrace.traces import turns as tn
 from agenttrace.traces.conventions import failed

@@ -1,6 +1,6 @@
 """The turns of a task of another instrumentation's trace and the steps they make (SPANS.md,
 "Traces from other instrumentations"), with the decision table of our own runtime
-(agenttrace.decisions), so a retry means the same thing whoever wrote the spans.
+(agenttrace.core.decisions), so a retry means the same thing whoever wrote the spans.
 
 - A turn is a generation and the members that follow it before the next generation. It fails
   when its generation failed (`error`); when every tool execution failed (`tool_error`, or
@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
-from agenttrace.decisions import is_retried, step_outcome
+from agenttrace.core.decisions import is_retried, step_outcome
 from agenttrace.traces.conventions import failed
 from agenttrace.traces.conventions.openinference import failed_call_ids, tool_calls
 from agenttrace.traces.index import Key, SpanIndex, key_of

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from agenttrace.generation.chat import Message
+from agenttrace.core.chat import Message
 
 __all__ = ["HELDOUT_SHARE", "TrainingPrompt", "training_prompts"]
 

@@ -23,14 +23,7 @@ import sys
 from dataclasses import fields, replace
 from pathlib import Path
 
-from agenttrace.bench.harness.options import (
-    ARMS,
-    OPT_IN_SUITES,
-    SCENARIOS,
-    SUITES,
-    HarnessOptions,
-    quick,
-)
+from agenttrace.bench.harness.options import ARMS, OPT_IN_SUITES, SCENARIOS, SUITES, HarnessOptions, quick
 
 _DEFAULTS = HarnessOptions()
 

@@ -18,12 +18,7 @@ from agenttrace.report import report_from_files
 from agenttrace.report.compare import FIGURES
 from agenttrace.report.model import Distribution, StageTimes, TaskFigures
 from agenttrace.report.runs import run_figures
-from agenttrace.report.stats import (
-    RatioEstimate,
-    bootstrap_paired_ratio,
-    bootstrap_ratio_of_medians,
-    distribution,
-)
+from agenttrace.report.stats import RatioEstimate, bootstrap_paired_ratio, bootstrap_ratio_of_medians, distribution
 
 ALL = "all suites"
 # Fewer samples a side than this get no verdict: a bootstrap of one or two values has an interval

@@ -14,8 +14,8 @@ from rich.table import Table
 from agenttrace.bench.harness.arms import describe_arm
 from agenttrace.bench.harness.figures import MIN_SAMPLES, ArmFigures, BenchFigures
 from agenttrace.bench.harness.options import HarnessOptions
-from agenttrace.generation.models import weights_label
 from agenttrace.bench.harness.records import Manifest, ScenarioResult
+from agenttrace.generation.models import weights_label
 from agenttrace.report.model import STAGE_FIELDS, STAGE_LABELS, Distribution
 
 

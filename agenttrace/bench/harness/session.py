@@ -12,33 +12,14 @@ from pathlib import Path
 from pydantic import TypeAdapter
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from agenttrace.bench.harness import render
 from agenttrace.bench.harness.arms import build_model, check_arms
 from agenttrace.bench.harness.figures import BenchFigures, compute
 from agenttrace.bench.harness.options import SCENARIOS, HarnessOptions
-from agenttrace.bench.harness.records import (
-    Manifest,
-    ScenarioResult,
-    read_model,
-    read_records,
-    write_json_atomic,
-)
-from agenttrace.bench.harness.runner import (
-    SuiteRunner,
-    drop_unfinished,
-    open_output,
-    plan,
-    save_manifest,
-)
+from agenttrace.bench.harness.records import Manifest, ScenarioResult, read_model, read_records, write_json_atomic
+from agenttrace.bench.harness.runner import SuiteRunner, drop_unfinished, open_output, plan, save_manifest
 from agenttrace.bench.harness.scenarios import ScenarioContext, expected_ticks, runner
 from agenttrace.bench.harness.sensors import ResourceMeter
 from agenttrace.clock import Clock, elapsed_s
@@ -149,7 +130,7 @@ def _measure(opts: HarnessOptions, manifest: Manifest, suites: dict, console: Co
     if not chunks and not pending:
         console.print(f"{opts.out}: every chunk and scenario is measured already; rendering.")
         return
-    from agenttrace.generation.local import device_clock
+    from agenttrace.generation.device import device_clock
     from agenttrace.generation.models import load_model
 
     done = len(manifest.chunks_done)

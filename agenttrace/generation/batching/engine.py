@@ -29,14 +29,15 @@ from concurrent.futures import Future
 import torch
 
 from agenttrace.clock import Clock, default_clock
+from agenttrace.core.roofline import RooflineMeter
 from agenttrace.errors import ContextTooLong, GenerationCancelled
 from agenttrace.generation import kv
 from agenttrace.generation.batching.passes import Segment, batched_forward, enable_batching
-from agenttrace.generation.batching.sequence import Request, Sequence
 from agenttrace.generation.batching.policy import PassCost, allocate_batch_k
+from agenttrace.generation.batching.sequence import Request, Sequence
+from agenttrace.generation.ceiling import model_shape
 from agenttrace.generation.loop import Decoded
 from agenttrace.generation.prefix_cache import PrefixCache
-from agenttrace.generation.roofline import RooflineMeter, model_shape
 
 __all__ = ["BatchEngine", "POLICIES"]
 
@@ -134,7 +135,7 @@ class BatchEngine:
     # -- the engine's thread -------------------------------------------------------------------
     def _run(self) -> None:
         if self._shape is not None:
-            from agenttrace.generation.local import device_peaks
+            from agenttrace.generation.device import device_peaks
 
             torch.set_num_threads(self.threads)
             self.peaks = device_peaks(self.model.device)  # the machine's roofs: with every thread the engine uses

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from agenttrace.generation.costmodel import PRIOR_GROWTH, CostModel, VerifyLine, fit_verify_line
+from agenttrace.core.costmodel import PRIOR_GROWTH, CostModel, VerifyLine, fit_verify_line
 
 __all__ = ["BatchChoice", "PassCost", "allocate_batch_k"]
 

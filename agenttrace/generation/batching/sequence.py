@@ -18,17 +18,17 @@ from dataclasses import dataclass
 import torch
 
 from agenttrace.clock import Clock
+from agenttrace.core.chat import CancelToken, GenerationParams, SpecRound
+from agenttrace.core.roofline import RooflineMeter
 from agenttrace.errors import GenerationCancelled
 from agenttrace.generation import kv, sampling
 from agenttrace.generation.adaptive import KController
 from agenttrace.generation.batching.passes import Segment
-from agenttrace.generation.chat import CancelToken, GenerationParams, SpecRound
 from agenttrace.generation.constrain import GrammarDeadEnd, Matcher, apply_mask_
 from agenttrace.generation.drafters import Draft, Drafter
 from agenttrace.generation.features import FeatureLog
 from agenttrace.generation.loop import Decoded, StopCriteria, _constrain_draft, _finished, _fit_vocab, _propose
 from agenttrace.generation.prefix_cache import PrefixCache
-from agenttrace.generation.roofline import RooflineMeter
 from agenttrace.generation.tree import TreeDraft, tree_inputs, verify_tree_greedy, verify_tree_sampled
 from agenttrace.generation.verify import verify_greedy, verify_sampled
 

@@ -18,13 +18,7 @@ from agenttrace.bench.harness.arms import arm_config
 from agenttrace.bench.harness.options import HarnessOptions
 from agenttrace.bench.harness.sensors import current_rss_bytes
 from agenttrace.clock import Clock, default_clock
-from agenttrace.generation.chat import (
-    CancelToken,
-    ChatModelWrapper,
-    Generation,
-    GenerationParams,
-    Message,
-)
+from agenttrace.core.chat import CancelToken, ChatModelWrapper, Generation, GenerationParams, Message
 from agenttrace.runtime.agent import AgentConfig
 
 if TYPE_CHECKING:

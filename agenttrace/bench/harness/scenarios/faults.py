@@ -24,14 +24,9 @@ from agenttrace import semconv as sc
 from agenttrace.bench.harness.arms import build_model
 from agenttrace.bench.harness.records import Check, ScenarioResult
 from agenttrace.bench.harness.runner import output_digest
-from agenttrace.bench.harness.scenarios.common import (
-    ScenarioContext,
-    SpanCounter,
-    new_threads,
-    segment_spans,
-)
+from agenttrace.bench.harness.scenarios.common import ScenarioContext, SpanCounter, new_threads, segment_spans
 from agenttrace.clock import elapsed_s
-from agenttrace.generation.chat import GenerationParams
+from agenttrace.core.chat import GenerationParams
 from agenttrace.report import report_from_files
 from agenttrace.runtime.agent import Agent, TaskResult
 from agenttrace.telemetry import Telemetry

@@ -14,7 +14,7 @@ moves it right by n or B, which is why verifying is nearly free at batch 1 and n
 norms and the rotary embedding are left out (a few percent of the bytes of these shapes), and the
 LM head is counted for the rows whose logits were computed.
 
-Torch is imported only by `model_shape`: reports and exporters import the records.
+Nothing here imports torch: a loaded model's shape is `generation/ceiling.py:model_shape`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["ModelShape", "Roofline", "RooflineMeter", "RooflinePhase", "model_shape", "phase_order", "predicted_s",
+__all__ = ["ModelShape", "Roofline", "RooflineMeter", "RooflinePhase", "phase_order", "predicted_s",
            "shape_of_config"]
 
 
@@ -164,24 +164,3 @@ def predicted_s(shape: ModelShape, contexts: Sequence[tuple[int, int]], peak_flo
     memory time (the roofline model: no overlap loss, no launch overhead)."""
     flops, moved = shape.pass_cost(contexts, sum(n for _, n in contexts))
     return max(flops / peak_flop_s, moved / peak_bytes_s)
-
-
-def model_shape(model) -> ModelShape:
-    """The shape of a transformers causal LM as loaded (its stored weights: fp32, bf16, int8/int4)."""
-    from torch import nn
-
-    from agenttrace.generation.ceiling import decode_bytes
-
-    config = model.config
-    heads = config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    inner = getattr(model, "model", model)
-    layers = getattr(inner, "layers", None)
-    params = 0
-    for m in (layers.modules() if layers is not None else ()):
-        n_in, n_out = getattr(m, "in_features", None), getattr(m, "out_features", None)
-        if isinstance(n_in, int) and isinstance(n_out, int) and not isinstance(m, nn.Embedding):
-            params += n_in * n_out  # logical multiply-adds per row, whatever the storage (int4 packs two per byte)
-    step = decode_bytes(model)
-    return ModelShape(config.num_hidden_layers, heads, head_dim, int(config.vocab_size), int(config.hidden_size),
-                      params, step.weights, step.kv_per_token)

@@ -1,6 +1,4 @@
-"""Tools as data: a name, a description, a JSON schema for the arguments, and a function.
-
-Where a tool runs is its `isolation`, because only a process can really be stopped:
+"""Running a tool (`core/tools.py` defines them). Where a tool runs is its `isolation`, because only a process can really be stopped:
 
 - "process": in a warm worker process from a small pool. A call that outlives its timeout gets its
   worker killed (SIGKILL) and replaced, so a hung sleep, a busy loop or a regex holding the GIL
@@ -29,71 +27,21 @@ import pickle
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Literal
+from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
+from agenttrace.core.tools import MAX_RESULT_CHARS, Tool
 from agenttrace.errors import ToolError, ToolFailed
 
-__all__ = ["Isolation", "OversizedResult", "RenderedResult", "Tool", "render_result", "render_tool_result", "warm_up",
+__all__ = ["MAX_RESULT_CHARS", "OversizedResult", "RenderedResult", "render_result", "render_tool_result", "warm_up",
            "run_tool", "shutdown_workers"]
-
-Isolation = Literal["auto", "process", "thread"]
 
 logger = logging.getLogger(__name__)
 
-MAX_RESULT_CHARS = 2000  # what the model sees of a result
 MAX_TRANSFER_BYTES = 1 << 20  # a pickled result larger than this comes back as capped text
 WORKER_START_TIMEOUT_S = 30.0  # a fresh worker imports the tool's module; not the tool's timeout
 MAX_IDLE_WORKERS = 4  # warm workers kept between calls; more may run while calls overlap
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A callable the model may choose, described by a JSON schema of its keyword arguments."""
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any]  # JSON schema of an object
-    function: Callable[..., Any]
-    timeout_s: float = 10.0
-    isolation: Isolation = "auto"  # where it runs: see the module docstring
-    result_chars: int = MAX_RESULT_CHARS  # what the model sees of a result (a document reader: far more)
-    validator: Draft202012Validator = field(init=False, repr=False, compare=False)
-    runs_in: Literal["process", "thread"] = field(init=False, repr=False, compare=False)  # isolation resolved
-
-    def __post_init__(self) -> None:
-        try:
-            Draft202012Validator.check_schema(self.parameters)
-        except SchemaError as exc:
-            raise ValueError(f"tool {self.name!r} has an invalid JSON schema: {exc.message}") from exc
-        object.__setattr__(self, "validator", Draft202012Validator(self.parameters))
-        if self.isolation not in ("auto", "process", "thread"):
-            raise ValueError(f"tool {self.name!r}: isolation must be 'auto', 'process' or 'thread'")
-        runs_in: Literal["process", "thread"] = "thread"
-        if self.isolation != "thread":
-            why = _why_not_picklable(self.function)
-            if why is None:
-                runs_in = "process"
-            elif self.isolation == "process":
-                raise ValueError(f"tool {self.name!r} cannot run in a worker process ({why}): "
-                                 "define its function at module level, or declare isolation='thread'")
-        object.__setattr__(self, "runs_in", runs_in)
-
-    def definition(self) -> dict[str, Any]:
-        """What the model is shown: name, description and argument schema."""
-        return {"name": self.name, "description": self.description, "parameters": dict(self.parameters)}
-
-
-def _why_not_picklable(function: Callable[..., Any]) -> str | None:
-    try:
-        pickle.dumps(function)
-    except (pickle.PicklingError, AttributeError, TypeError) as exc:
-        return str(exc)
-    return None
 
 
 @dataclass(frozen=True)

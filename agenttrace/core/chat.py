@@ -9,11 +9,13 @@ here imports torch: the runtime, scripted test doubles and remote clients all sp
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from agenttrace.generation.roofline import Roofline
+from agenttrace.core.roofline import Roofline
 
 __all__ = [
     "BatchFigures",
@@ -26,8 +28,10 @@ __all__ = [
     "Message",
     "SpecRound",
     "SpecSummary",
+    "current_cancel",
     "prepare_constraint",
     "summarize_rounds",
+    "task_cancel",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -213,6 +217,26 @@ class CancelToken:
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
+
+
+# The running task's cancel token, where the agent loop set it: tools run in a copy of the
+# caller's context, so a delegating tool sees it and cancels its sub-agents with the task.
+_CANCEL: ContextVar[CancelToken | None] = ContextVar("agenttrace_task_cancel", default=None)
+
+
+def current_cancel() -> CancelToken | None:
+    """The cancel token of the task running in this context, if any (set by `Agent.run`)."""
+    return _CANCEL.get()
+
+
+@contextmanager
+def task_cancel(token: CancelToken | None) -> Iterator[None]:
+    """Inside the block, `current_cancel()` is `token`."""
+    reset = _CANCEL.set(token)
+    try:
+        yield
+    finally:
+        _CANCEL.reset(reset)
 
 
 @runtime_checkable
