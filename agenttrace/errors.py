@@ -11,7 +11,19 @@
     ├── ContextTooLong              a prompt longer than the model's context; compact or shorten it
     ├── MemoryUnavailable           the memory file cannot be used (corrupt, locked, unwritable);
     │                               the agent goes on without memory and the span says why
-    └── InputFileError              a trace or task file (or one line of it) could not be read
+    ├── InputFileError              a trace or task file (or one line of it) could not be read
+    ├── InputError                  the inputs cannot be read at all (no such path, nothing named)
+    ├── JSONError                   text that is not JSON we can hold (also a ValueError)
+    ├── NotTyped                    a line the fast OTLP reader cannot type: read the general way
+    ├── SourceUnavailable           a trace store, query API or collector cannot be used
+    │   ├── ClickHouseError         ClickHouse (unreachable, refused, another schema)
+    │   ├── PhoenixError            Phoenix (unreachable, no such project, not Phoenix)
+    │   └── HTTPGetError            a bounded HTTP read (unreachable, too slow, too large)
+    ├── ReplayError                 a collector refused a replayed batch (spans_sent says how far)
+    ├── GrammarDeadEnd              the grammar allows no token although it is not complete
+    ├── ProgramNotFound             `agenttrace run`: the program is not on PATH (exit 127)
+    ├── RequestError                `agenttrace serve`: a request answered with `status`
+    └── ScopeError                  a span scope exited in another thread or task (also a RuntimeError)
 
     ToolError                       raised *by tools* for an expected failure (unknown city, ...);
                                     the loop turns it into ToolFailed and shows it to the model
@@ -35,6 +47,18 @@ __all__ = [
     "ToolFailed",
     "InputFileError",
     "MemoryUnavailable",
+    "SourceUnavailable",
+    "InputError",
+    "ClickHouseError",
+    "PhoenixError",
+    "HTTPGetError",
+    "ReplayError",
+    "JSONError",
+    "NotTyped",
+    "GrammarDeadEnd",
+    "ProgramNotFound",
+    "RequestError",
+    "ScopeError",
 ]
 
 
@@ -158,6 +182,65 @@ class InputFileError(AgentTraceError):
         self.line = line
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {message}")
+
+
+class SourceUnavailable(AgentTraceError):
+    """A trace store, query API or collector cannot be used; the message says which and why."""
+
+
+class InputError(AgentTraceError):
+    """The inputs cannot be read at all (a named path does not exist, nothing named, a bad
+    option); the message says which and what to do."""
+
+
+class ClickHouseError(SourceUnavailable):
+    """The store cannot be used (unreachable, refused, another schema); the message says what."""
+
+
+class PhoenixError(SourceUnavailable):
+    """Phoenix cannot be read (unreachable, no such project, not Phoenix, refused); the message
+    says what and what to do."""
+
+
+class HTTPGetError(SourceUnavailable):
+    """No usable answer: unreachable, refused, too slow or too large (the message says which)."""
+
+
+class ReplayError(AgentTraceError):
+    """The endpoint was unreachable or refused a batch. The message names the URL, how many
+    spans were accepted before, the exporter's reason, and what to check."""
+
+    def __init__(self, message: str, spans_sent: int) -> None:
+        super().__init__(message)
+        self.spans_sent = spans_sent
+
+
+class JSONError(AgentTraceError, ValueError):
+    """Text that is not JSON we can hold; the message says why (for a problem line)."""
+
+
+class NotTyped(AgentTraceError):
+    """The line is not OTLP/JSON in the shape the structs take: read it the general way."""
+
+
+class GrammarDeadEnd(AgentTraceError):
+    """The grammar allows no token here although it is not complete."""
+
+
+class ProgramNotFound(AgentTraceError):
+    """The command's program is not on PATH (nothing ran; the shell's exit status is 127)."""
+
+
+class RequestError(AgentTraceError):
+    """A request the server cannot serve: answered with `status` and an OpenAI error body."""
+
+    def __init__(self, message: str, *, status: int = 400, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.param, self.code = status, param, code
+
+
+class ScopeError(AgentTraceError, RuntimeError):
+    """A scope was exited in a thread or asyncio task that did not enter it (or exited twice)."""
 
 
 def is_cancellation(exc: BaseException | None) -> bool:

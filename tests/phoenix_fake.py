@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from agenttrace.traces.phoenix import phoenix_kind
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 
 def with_fresh_ids(src: Path, dst: Path, salt: str) -> Path:

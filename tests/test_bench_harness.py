@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from agenttrace.examples.agents.function_calling import EXAMPLES
 from agenttrace.examples.agents.suites import load_suite
+from agenttrace.examples.tools import default_tools
+
 from agenttrace.bench.harness import options_from
-from agenttrace.bench.harness.figures import ALL, MIN_SAMPLES, compute, judged
+from agenttrace.bench.harness.arm_figures import ALL, MIN_SAMPLES, compute, judged
 from agenttrace.bench.harness.options import HarnessOptions, quick
 from agenttrace.bench.harness.records import Manifest, read_records
 from agenttrace.bench.harness.render import all_tables, report_markdown, update_section
@@ -32,7 +33,6 @@ from agenttrace.report.stats import bootstrap_ratio_of_medians
 from agenttrace.runtime.agent import Agent
 from agenttrace.telemetry import Telemetry
 from agenttrace.testing import FakeClock, ScriptedModel, ScriptedReply
-from agenttrace.examples.tools import default_tools
 
 WEATHER = [t for t in load_suite("tool_calls").tasks if t.id.startswith("weather-") and t.expected_answer][:6]
 
@@ -256,8 +256,8 @@ def test_a_chunk_reads_one_injected_clock_for_its_wall_times_and_spans(tmp_path)
 
 
 def test_constrained_arms_decode_like_their_base_arm_and_are_checked_against_the_plain_constrained_arm():
+    from agenttrace.bench.harness.arm_figures import reference_arm
     from agenttrace.bench.harness.arms import arm_config, check_arms, decoding
-    from agenttrace.bench.harness.figures import reference_arm
     from agenttrace.runtime.agent import AgentConfig
 
     assert decoding("constrained") == ("baseline", True)

@@ -8,7 +8,7 @@ from opentelemetry.trace import StatusCode
 
 from agenttrace import Agent, AgentConfig, FakeClock, Message, Task, Tool
 from agenttrace import semconv as sc
-from agenttrace.instrument.generation import traced_model
+from agenttrace.instrument.model_spans import traced_model
 from agenttrace.runtime.compaction import (
     SUMMARY_PREFIX,
     CompactionConfig,
@@ -133,10 +133,9 @@ def test_a_failed_compaction_keeps_the_context_and_says_why(summary):
 def test_compaction_costs_the_prefix_cache_what_the_span_says():
     """On a real model and tokenizer with the prefix cache: after compaction the cache serves
     only the unchanged head, and the tokens it no longer serves are the span's reprefill_tokens."""
-    from tests.test_serve_abuse import tiny_loaded
-
-    from agenttrace.generation.local import LocalChatModel
     from agenttrace import GenerationParams
+    from agenttrace.generation.local import LocalChatModel
+    from tests.test_serve_abuse import tiny_loaded
 
     loaded = tiny_loaded()
     local = LocalChatModel(loaded.model, loaded.tokenizer, name="tiny", prefix_cache=True)

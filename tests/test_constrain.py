@@ -26,7 +26,7 @@ from agenttrace.generation.constrain import GrammarCompiler
 from agenttrace.generation.draft_model import DraftModelDrafter
 from agenttrace.generation.drafters import Draft
 from agenttrace.generation.loop import StopCriteria, generate
-from agenttrace.runtime.grammar import decision_constraint, decision_schema
+from agenttrace.runtime.decision_grammar import decision_constraint, decision_schema
 from agenttrace.testing import ScriptedModel, capture_telemetry
 
 pytest.importorskip("llguidance")

@@ -199,8 +199,9 @@ def _trace_file(tmp_path: Path, spans: int) -> Path:
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_replay_to_a_silent_collector_gives_up_within_its_timeout(tmp_path: Path, protocol: str, black_hole: int) -> None:
+    from agenttrace.errors import ReplayError
     from agenttrace.traces.otlp_file import read_spans
-    from agenttrace.traces.replay import ReplayError, replay_spans
+    from agenttrace.traces.replay import replay_spans
 
     spans = read_spans([str(_trace_file(tmp_path, 600))]).spans
     started = time.monotonic()

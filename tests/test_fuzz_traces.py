@@ -268,7 +268,7 @@ def test_parent_cycle_and_self_parent_keep_the_task_and_are_listed(tmp_path: Pat
 
 
 def test_duplicate_ids_are_renamed_in_linear_time(tmp_path: Path) -> None:
-    from agenttrace.report.tree import SpanTree
+    from agenttrace.report.span_tree import SpanTree
 
     def dupes(req, spans):
         req["resourceSpans"][0]["scopeSpans"][0]["spans"] = [{**spans[0], "spanId": "00000000000000aa"}

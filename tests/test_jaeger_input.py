@@ -12,7 +12,7 @@ import pytest
 from shared_fixtures import shared_fixture
 
 from agenttrace.cli import main
-from agenttrace.report.tree import SpanTree
+from agenttrace.report.span_tree import SpanTree
 from agenttrace.traces.jaeger_input import JaegerQuery, parse_lookback, query_jaeger
 from agenttrace.traces.load import load_spans
 

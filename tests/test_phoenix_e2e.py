@@ -27,7 +27,7 @@ from recorded_runs import record_agent_run
 
 from agenttrace.cli import main
 from agenttrace.traces.load import load_spans
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 

@@ -17,15 +17,10 @@ import pytest
 from phoenix_fake import as_phoenix, differences, fake_phoenix
 
 from agenttrace.cli import main
+from agenttrace.errors import PhoenixError
 from agenttrace.report.build import report_phoenix, report_streamed
 from agenttrace.traces.load import load_spans
-from agenttrace.traces.phoenix import (
-    LOST,
-    PhoenixError,
-    PhoenixQuery,
-    read_traces,
-    span_from_phoenix,
-)
+from agenttrace.traces.phoenix import LOST, PhoenixQuery, read_traces, span_from_phoenix
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "traces" / "samples" / "demo-speculative.jsonl"

@@ -13,9 +13,10 @@ from otlp_receiver import grpc_receiver, http_receiver
 from recorded_runs import record_agent_run
 
 from agenttrace.cli import main
+from agenttrace.errors import ReplayError
 from agenttrace.telemetry.exporters import resolve_otlp_endpoint
 from agenttrace.traces.otlp_file import read_spans
-from agenttrace.traces.replay import ReplayError, replay_spans
+from agenttrace.traces.replay import replay_spans
 
 N_SPANS = 18
 

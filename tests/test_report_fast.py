@@ -12,10 +12,11 @@ import pytest
 from fuzz_traces import build_corpus
 
 from agenttrace.bench.synthetic import generate
+from agenttrace.errors import NotTyped
 from agenttrace.report import report_from_files
 from agenttrace.report.build import report_streamed
 from agenttrace.traces import stream
-from agenttrace.traces.otlp_fast import NotTyped, decode_request
+from agenttrace.traces.otlp_fast import decode_request
 from agenttrace.traces.otlp_json import spans_from_request
 
 SAMPLES = Path(__file__).resolve().parent.parent / "traces" / "samples"

@@ -9,8 +9,8 @@ import pytest
 
 from agenttrace.report.model import SEGMENT_FIELDS
 from agenttrace.report.segments import breakdown
-from agenttrace.report.tree import SpanTree, critical_path
-from agenttrace.traces.records import SpanRecord
+from agenttrace.report.span_tree import SpanTree, critical_path
+from agenttrace.traces.span_records import SpanRecord
 
 _ids = itertools.count(1)
 

@@ -64,7 +64,7 @@ def test_the_model_shape_counts_logical_products_whatever_the_storage():
 def test_a_generation_span_carries_the_roofline_and_the_batch(tiny_model):
     from agenttrace import semconv as sc
     from agenttrace.core.chat import BatchFigures, Generation
-    from agenttrace.telemetry.generation import generation_attributes
+    from agenttrace.telemetry.generation_attributes import generation_attributes
 
     roof = Roofline((RooflinePhase("prefill", 1, 10, 1e6, 1e5, 0.01), RooflinePhase("batch@8", 3, 24, 3e6, 2e5, 0.03)),
                     100e9, 10e9, "cpu")

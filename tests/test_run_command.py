@@ -18,15 +18,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from agenttrace.profiling.bootstrap import BOOTSTRAP_DIR
 from agenttrace.profiling.bootstrap.sitecustomize import NESTED_ENV, OTLP_ENV
+from agenttrace.profiling.program import child_env, traces_url
 from agenttrace.profiling.receiver import otlp_json_line
-from agenttrace.profiling.runner import child_env, traces_url
 
 TESTS = Path(__file__).resolve().parent
 APPS = TESTS / "frameworks" / "unmodified"

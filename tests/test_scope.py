@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
+from agenttrace.errors import ScopeError
 from agenttrace.instrument import agent_span, step_span, tool_span
-from agenttrace.instrument.scope import ScopeError
 from agenttrace.testing import capture_telemetry
 
 

@@ -142,7 +142,7 @@ def test_request_constraints_follow_tool_choice_and_response_format():
     assert json.loads(named.source) == required
     assert constraint(response_format={"type": "json_object"}).name == "response_format_json_object"
     assert constraint(response_format={"type": "text"}) is None
-    from agenttrace.serve.protocol import RequestError
+    from agenttrace.errors import RequestError
 
     with pytest.raises(RequestError, match="must be a JSON schema object"):
         constraint(response_format={"type": "json_schema", "json_schema": {"name": "x"}})

@@ -7,11 +7,7 @@ import json
 import pytest
 
 from agenttrace import FakeClock
-from agenttrace.telemetry.limits import (
-    DEFAULT_MAX_VALUE_LENGTH,
-    max_value_length,
-    truncate_value,
-)
+from agenttrace.telemetry.truncation import DEFAULT_MAX_VALUE_LENGTH, max_value_length, truncate_value
 from agenttrace.testing import capture_telemetry
 
 LIMIT_VARS = ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
@@ -78,11 +74,9 @@ def test_no_limit_leaves_values_whole():
 def test_a_cut_span_keeps_the_counts_the_sdk_dropped():
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
-        InMemorySpanExporter,
-    )
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from agenttrace.telemetry.limits import TruncatingExporter
+    from agenttrace.telemetry.truncation import TruncatingExporter
 
     memory = InMemorySpanExporter()
     provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=2, max_events=1))

@@ -12,7 +12,13 @@ import torch
 from agenttrace.generation import kv
 from agenttrace.generation.heads import HeadConfig, init_eagle
 from agenttrace.training import data as datamod
-from agenttrace.training.fit import choose_draft_vocab, eagle_acceptance, eagle_passes, medusa_acceptance, vocab_coverage
+from agenttrace.training.fit import (
+    choose_draft_vocab,
+    eagle_acceptance,
+    eagle_passes,
+    medusa_acceptance,
+    vocab_coverage,
+)
 from tests.test_quantize import small
 from tests.tiny_heads import EOS, prompts, tiny_heads
 
@@ -101,7 +107,7 @@ def test_the_draft_vocabulary_keeps_eos_and_the_most_frequent_answer_tokens(head
 def test_the_benchmark_prompts_and_whole_tasks_are_held_out():
     from agenttrace.bench.prompts import FREE_TEXT
     from agenttrace.bench.workloads import tool_call_tasks
-    from agenttrace.training.prompts import training_prompts
+    from agenttrace.training.corpus import training_prompts
 
     prompts_ = training_prompts()
     split = {p.id: p.split for p in prompts_}

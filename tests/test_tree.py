@@ -205,7 +205,7 @@ def test_on_int4_each_tree_row_has_the_bits_of_a_one_token_step_at_its_place():
 
 def test_a_generation_with_tree_rounds_records_the_trees_on_its_span():
     from agenttrace.core.chat import Generation, SpecRound
-    from agenttrace.telemetry.generation import generation_attributes
+    from agenttrace.telemetry.generation_attributes import generation_attributes
 
     rounds = (SpecRound(0, 1, 1, 2, 10, 3, 3, tree_depth=3), SpecRound(2, 3, 3, 4, 8, 1, 3, tree_depth=2))
     gen = Generation("x", 5, 7, "stop", 0, 10, 0, 1, 1, method="eagle", num_speculative_tokens=3, rounds=rounds)

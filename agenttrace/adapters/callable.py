@@ -24,7 +24,7 @@ from agenttrace import semconv as sc
 from agenttrace.adapters.openai_stream import ChatCall
 from agenttrace.core.chat import Generation
 from agenttrace.telemetry import Telemetry
-from agenttrace.telemetry.generation import record_generation
+from agenttrace.telemetry.generation_attributes import record_generation
 from agenttrace.telemetry.guard import strict
 
 __all__ = ["wrap_model"]

@@ -29,7 +29,7 @@ from typing import Any
 
 from agenttrace.clock import Clock
 from agenttrace.core.chat import Generation, SpecRound
-from agenttrace.instrument.generation import generation_span
+from agenttrace.instrument.model_spans import generation_span
 from agenttrace.telemetry import Telemetry
 
 __all__ = ["TracedGenerate", "trace_generate"]

@@ -34,7 +34,7 @@ def _workload() -> tuple[list[dict], list[list[str]]]:
     """The decision grammars' JSON schemas (one per distinct tool set of the suites) and, for
     each, the texts to walk under it: its suites' expected calls (the first also the answers)."""
     from agenttrace.bench.workloads import load_suites
-    from agenttrace.runtime.grammar import decision_schema
+    from agenttrace.runtime.decision_grammar import decision_schema
     from agenttrace.runtime.parse import FinalAnswer, ToolCall
     from agenttrace.runtime.prompt import decision_text
 

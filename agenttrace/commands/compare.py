@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from agenttrace.commands.options import add_input_options
+    from agenttrace.commands.input_options import add_input_options
 
     cmp = sub.add_parser("compare", help="compare two runs (files, or run labels) figure by figure, noise vs gain")
     cmp.add_argument("a", help="run A: a trace file or folder, or a run label (with --in / --jaeger)")
@@ -26,11 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agenttrace.commands.options import jaeger_query
+    from agenttrace.commands.input_options import jaeger_query
     from agenttrace.commands.report import nothing_usable, write_output
+    from agenttrace.errors import InputError
     from agenttrace.report.build import report_from_load
     from agenttrace.report.compare import compare_labels, compare_reports
-    from agenttrace.traces.load import InputError, load_inputs
+    from agenttrace.traces.load import load_inputs
 
     waterfalls = 50 if args.format == "html" else 0
     opts = {"seed": args.seed, "resamples": args.resamples}
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _usable(reason: str | None) -> None:
     """Raise InputError (exit 2) when an input gave no span at all."""
-    from agenttrace.traces.load import InputError
+    from agenttrace.errors import InputError
 
     if reason is not None:
         raise InputError(reason)

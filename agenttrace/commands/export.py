@@ -51,9 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agenttrace.errors import ReplayError
     from agenttrace.telemetry.exporters import resolve_otlp_endpoint
     from agenttrace.traces.otlp_file import read_spans
-    from agenttrace.traces.replay import ReplayError, replay_spans
+    from agenttrace.traces.replay import replay_spans
 
     if args.otlp is None and args.jaeger_json is None and args.clickhouse is None:
         print("agenttrace export: say where to: --otlp [URL], --jaeger-json OUT and/or --clickhouse URL", file=sys.stderr)
@@ -87,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if args.jaeger_json is not None:
         _write_jaeger_json(recorded.spans, args.jaeger_json, what, say)
     if args.clickhouse is not None:
-        from agenttrace.traces.clickhouse import ClickHouseError, connect
+        from agenttrace.errors import ClickHouseError
+        from agenttrace.traces.clickhouse import connect
         from agenttrace.traces.clickhouse_export import export_spans
 
         try:

@@ -10,7 +10,7 @@ FORMATS = ("terminal", "markdown", "json", "html")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from agenttrace.commands.options import add_input_options, add_store_options
+    from agenttrace.commands.input_options import add_input_options, add_store_options
 
     report = sub.add_parser(
         "report", help="per-step latency report of traces (OTLP/JSON or Jaeger JSON files, Jaeger's query API, "
@@ -54,10 +54,10 @@ def _report(args: argparse.Namespace):
     """The report of what the options name, or the line saying why there is nothing to report.
     Files stream as whole traces (fast, bounded memory) unless the HTML page wants waterfalls or
     Jaeger's traces join them; Jaeger alone, ClickHouse and Phoenix are read page by page."""
-    from agenttrace.commands.options import clickhouse_query, jaeger_query, phoenix_query
+    from agenttrace.commands.input_options import clickhouse_query, jaeger_query, phoenix_query
+    from agenttrace.errors import ClickHouseError, InputError
     from agenttrace.report.build import report_clickhouse, report_from_load, report_jaeger, report_streamed
-    from agenttrace.traces.clickhouse import ClickHouseError
-    from agenttrace.traces.load import InputError, load_inputs
+    from agenttrace.traces.load import load_inputs
 
     store = clickhouse_query(args)
     jaeger = jaeger_query(args)
@@ -101,9 +101,8 @@ def _report(args: argparse.Namespace):
 
 
 def _report_phoenix(query, sample: int | None, waterfalls: int):
+    from agenttrace.errors import InputError, PhoenixError
     from agenttrace.report.build import report_phoenix
-    from agenttrace.traces.load import InputError
-    from agenttrace.traces.phoenix import PhoenixError
 
     try:
         report = report_phoenix(query, sample=sample, waterfalls=waterfalls)
@@ -130,8 +129,8 @@ def _first(report) -> str:
 def run(args: argparse.Namespace) -> int:
     import json
 
+    from agenttrace.errors import InputError
     from agenttrace.report.model import Report
-    from agenttrace.traces.load import InputError
 
     if args.json_schema:
         print(json.dumps(Report.model_json_schema(), indent=2))

@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from agenttrace.profiling.runner import ProgramNotFound, run_traced
+    from agenttrace.errors import ProgramNotFound
+    from agenttrace.profiling.program import run_traced
     from agenttrace.profiling.show import show_report
     from agenttrace.telemetry.exporters import resolve_otlp_endpoint
 

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agenttrace.errors import ModelUnavailable
     from agenttrace.training.fit import FitSettings
-    from agenttrace.training.run import TrainOptions, result_json, train_drafter
+    from agenttrace.training.train import TrainOptions, result_json, train_drafter
 
     kinds = tuple(k.strip() for k in args.kind.split(",") if k.strip())
     bad = [k for k in kinds if k not in ("eagle", "medusa")]

@@ -27,9 +27,9 @@ import torch
 
 from agenttrace.clock import Clock
 from agenttrace.core.chat import ConstrainStats, Constraint
-from agenttrace.errors import ConstraintUnavailable
+from agenttrace.errors import ConstraintUnavailable, GrammarDeadEnd
 
-__all__ = ["ENGINE", "GrammarCompiler", "GrammarDeadEnd", "Matcher", "apply_mask_"]
+__all__ = ["ENGINE", "GrammarCompiler", "Matcher", "apply_mask_"]
 
 _log = logging.getLogger(__name__)
 
@@ -38,10 +38,6 @@ ENGINE = "llguidance"
 # would let a small model pad a call with spaces and newlines until the token budget runs out.
 JSON_OPTIONS: dict[str, Any] = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 _MAX_CACHED = 64  # compiled grammars kept per tokenizer (one per tool set in practice)
-
-
-class GrammarDeadEnd(Exception):
-    """The grammar allows no token here although it is not complete."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ time to valid tool call and decision throughput.
     frames.py       where the next span goes (run, step, attempt)
     scope.py        the scope machinery: `with`, `async with` and decorators
     structure.py    agent_span, delegation_span, step_span, attempt_span, turn_span
-    generation.py   generation_span, traced_model
+    model_spans.py  generation_span, traced_model
     operations.py   parse_span / final_answer, tool_span, memory_span, compaction_span
     validation.py   validate_tool_call(s), validation_span
     propagation.py  propagate, PropagatingExecutor (context into thread pools)
@@ -17,7 +17,7 @@ raises a telemetry failure into the agent.
 
 from agenttrace.instrument.config import configure, get_telemetry, shutdown
 from agenttrace.instrument.frames import AgentRun, Attempt, Step
-from agenttrace.instrument.generation import generation_span, traced_model
+from agenttrace.instrument.model_spans import generation_span, traced_model
 from agenttrace.instrument.operations import compaction_span, final_answer, memory_span, parse_span, tool_span
 from agenttrace.instrument.propagation import PropagatingExecutor, propagate
 from agenttrace.instrument.structure import (

@@ -20,14 +20,9 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from agenttrace.errors import ScopeError
 from agenttrace.instrument.config import get_telemetry
-from agenttrace.instrument.frames import (
-    Frame,
-    current_frame,
-    frame_telemetry,
-    pop_frame,
-    push_frame,
-)
+from agenttrace.instrument.frames import Frame, current_frame, frame_telemetry, pop_frame, push_frame
 from agenttrace.telemetry import Telemetry
 from agenttrace.telemetry.guard import guarded, strict
 
@@ -38,10 +33,6 @@ H = TypeVar("H")
 # this thread or task, innermost last. Per context, so tasks sharing one scope object do not meet.
 _Entry = tuple["Scope[Any]", Any, "Telemetry | None", "Token[Any] | None", "Token[Frame | None] | None"]
 _entered: ContextVar[tuple[_Entry, ...]] = ContextVar("agenttrace_entered_scopes", default=())
-
-
-class ScopeError(RuntimeError):
-    """A scope was exited in a thread or asyncio task that did not enter it (or exited twice)."""
 
 
 class Scope(Generic[H]):

@@ -5,7 +5,7 @@ its report when the program or block ends, however it ends.
 
     bootstrap/sitecustomize.py  the child side: provider, exporters, instrumentations (stdlib + OTel only)
     receiver.py                 the parent's loopback OTLP/HTTP receiver; OTLP protobuf -> our JSON lines
-    runner.py                   runs the command with the bootstrap on its PYTHONPATH; signals; exit status
+    program.py                  runs the command with the bootstrap on its PYTHONPATH; signals; exit status
     inprocess.py                profile(): the same in the running process
     show.py                     the report printed at the end
 """

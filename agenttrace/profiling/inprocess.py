@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 
 from agenttrace.profiling.bootstrap import _agenttrace_instrument as instrumentations
 from agenttrace.profiling.bootstrap import sitecustomize as boot
-from agenttrace.profiling.runner import trace_path, traces_url
+from agenttrace.profiling.program import trace_path, traces_url
 from agenttrace.profiling.show import Format, show_report
 from agenttrace.telemetry.exit import call_within
 from agenttrace.telemetry.exporters import CountedBatchProcessor, GuardedExporter, otlp_exporter, trace_file_exporter

@@ -2,7 +2,7 @@
 torch nor transformers, so reports run anywhere the traces are.
 
     inputs.py    files, folders and Jaeger's query API -> spans
-    tree.py      span trees, intervals, the critical path (as Jaeger's UI computes it)
+    span_tree.py span trees, intervals, the critical path (as Jaeger's UI computes it)
     segments.py  wall time by segment, following the critical path where children overlap
     spec.py      per-generation speculation figures and acceptance statistics
     figures.py   spans -> per-task and per-step figures

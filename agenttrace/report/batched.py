@@ -21,20 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agenttrace.report.figures import (
-    TaskAnalysis,
-    agent_roots,
-    orphan_steps,
-    partial_task,
-    task_figures,
-)
+from agenttrace.report.figures import TaskAnalysis, agent_roots, orphan_steps, partial_task, task_figures
 from agenttrace.report.inputs import input_figures
 from agenttrace.report.model import Report
 from agenttrace.report.runs import ReportFold, assemble_report
-from agenttrace.report.tree import SpanTree
+from agenttrace.report.span_tree import SpanTree
 from agenttrace.traces import Reading, normalise
 from agenttrace.traces.normalise import MAX_NAMES
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 __all__ = ["ReportBuilder"]
 

@@ -10,10 +10,10 @@ from agenttrace.report.figures import analyse
 from agenttrace.report.inputs import input_figures
 from agenttrace.report.model import Report
 from agenttrace.report.runs import assemble_report
-from agenttrace.report.tree import SpanTree
+from agenttrace.report.span_tree import SpanTree
 from agenttrace.traces import normalise
 from agenttrace.traces.load import load_spans
-from agenttrace.traces.records import LoadResult, SpanRecord
+from agenttrace.traces.span_records import LoadResult, SpanRecord
 
 __all__ = ["build_report", "report_clickhouse", "report_from_files", "report_from_load", "report_jaeger",
            "report_phoenix", "report_streamed"]
@@ -90,7 +90,7 @@ def report_jaeger(query, *, page_traces: int = 100, progress=None, sample: int |
     """The report of a Jaeger query read page by page (traces/jaeger_input.jaeger_pages): one
     page of spans held at a time."""
     from agenttrace.traces.jaeger_input import jaeger_pages
-    from agenttrace.traces.records import break_cycles, checked
+    from agenttrace.traces.span_records import break_cycles, checked
 
     problems: list[str] = []
     builder = ReportBuilder(summary=sample)

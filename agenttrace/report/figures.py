@@ -24,17 +24,11 @@ from agenttrace.report.model import (
     lean,
 )
 from agenttrace.report.segments import Breakdown, breakdowns, sum_segments
+from agenttrace.report.span_tree import SpanTree, critical_path
+from agenttrace.report.spec import AcceptanceStats, acceptance_stats, aggregate, generation_figures, server_side
 from agenttrace.report.stages import compaction_costs, stage_times
-from agenttrace.report.spec import (
-    AcceptanceStats,
-    acceptance_stats,
-    aggregate,
-    generation_figures,
-    server_side,
-)
-from agenttrace.report.tree import SpanTree, critical_path
 from agenttrace.traces import inferred as inferred_names
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 NS = 1e9
 _OK = sc.AttemptOutcome.OK.value

@@ -1,4 +1,4 @@
-"""The report's roofline records (`roofline.py` folds a run's generations into them)."""
+"""The report's roofline records (`roofline_fold.py` folds a run's generations into them)."""
 
 from __future__ import annotations
 

@@ -9,15 +9,8 @@ from collections.abc import Iterable
 
 from agenttrace import semconv as sc
 from agenttrace.report.figures import TaskAnalysis
-from agenttrace.report.model import (
-    SEGMENT_FIELDS,
-    Report,
-    RunFigures,
-    SegmentDistributions,
-    StageTimes,
-    TaskFigures,
-)
-from agenttrace.report.roofline import RooflineFold
+from agenttrace.report.model import SEGMENT_FIELDS, Report, RunFigures, SegmentDistributions, StageTimes, TaskFigures
+from agenttrace.report.roofline_fold import RooflineFold
 from agenttrace.report.segments import add_segments, segment_times
 from agenttrace.report.spec import SpecSums
 from agenttrace.report.stats import Sampler

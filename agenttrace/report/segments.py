@@ -7,7 +7,7 @@ carved out of the generation's self time (only when it has no draft/verify child
 breakdown is the same at either detail level.
 
 Where a span's children overlap, the breakdown follows the critical path chain at that level
-(`tree.py`: the last-finishing child, then the one that finished before that one started, ...),
+(`span_tree.py`: the last-finishing child, then the one that finished before that one started, ...),
 so segment times still sum to the span's wall time; the children off the path (and un-awaited
 CONSUMER children of a PRODUCER) are "overlap", shown apart by segment. One deliberate difference
 from Jaeger's strict rule: here a child that ends exactly when the next path child starts is on
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
 from agenttrace.report.model import SEGMENT_FIELDS, SegmentTimes, lean
-from agenttrace.report.tree import SpanTree, sanitized_kids
-from agenttrace.traces.records import SpanRecord
+from agenttrace.report.span_tree import SpanTree, sanitized_kids
+from agenttrace.traces.span_records import SpanRecord
 
 _INDEX = {name: i for i, name in enumerate(SEGMENT_FIELDS)}
 _OTHER = _INDEX["other"]

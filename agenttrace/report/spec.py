@@ -15,8 +15,8 @@ from agenttrace import semconv as sc
 from agenttrace.core.costmodel import RoundStats
 from agenttrace.core.roofline import RooflinePhase
 from agenttrace.report.model import GenerationFigures, SpecFigures, lean
-from agenttrace.report.tree import SpanTree
-from agenttrace.traces.records import SpanRecord
+from agenttrace.report.span_tree import SpanTree
+from agenttrace.traces.span_records import SpanRecord
 
 NS = 1e9
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from agenttrace import semconv as sc
 from agenttrace.report.model import SEGMENT_FIELDS, StageTimes, lean
 from agenttrace.report.segments import Breakdown
-from agenttrace.report.tree import SpanTree
-from agenttrace.traces.records import SpanRecord
+from agenttrace.report.span_tree import SpanTree
+from agenttrace.traces.span_records import SpanRecord
 
 __all__ = ["STAGE_OF_SEGMENT", "compaction_costs", "stage_times"]
 

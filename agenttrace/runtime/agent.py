@@ -29,6 +29,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -45,18 +46,18 @@ from agenttrace.core.chat import (
 from agenttrace.core.decisions import attempt_outcome, is_retried, step_outcome
 from agenttrace.core.tools import VALIDATOR_NAME, Tool, validate_arguments
 from agenttrace.errors import ConstraintUnavailable, ContextTooLong, GenerationCancelled, ModelMistake, ParseError
-from agenttrace.instrument.generation import traced_model
+from agenttrace.instrument.model_spans import traced_model
 from agenttrace.instrument.operations import parse_span, tool_span
 from agenttrace.instrument.structure import agent_span, attempt_span, delegation_span, step_span
 from agenttrace.instrument.validation import validation_span
 from agenttrace.runtime.compaction import CompactionConfig, Compactor
+from agenttrace.runtime.decision_grammar import decision_constraint
 from agenttrace.runtime.execution import render_tool_result, run_tool, warm_up
-from agenttrace.runtime.grammar import decision_constraint
 from agenttrace.runtime.memory import MemoryStore
 from agenttrace.runtime.memory_tools import memory_namespace, memory_tools, recall, render_facts
 from agenttrace.runtime.parse import FinalAnswer, ToolCall, parse_decision
 from agenttrace.runtime.prompt import Example, PromptStyle, build_messages, decision_text, observation, retry_feedback
-from agenttrace.runtime.records import AttemptRecord, StepRecord, TaskResult
+from agenttrace.runtime.results import AttemptRecord, StepRecord, TaskResult
 from agenttrace.runtime.tasks import Task, decision_matches
 from agenttrace.telemetry import Telemetry
 
@@ -75,7 +76,7 @@ class AgentConfig:
     params: GenerationParams = GenerationParams(max_tokens=96)
     tool_timeout_s: float | None = None  # overrides each tool's own timeout when set
     style: PromptStyle = PromptStyle()
-    # Decode every reply under the grammar of a decision (runtime/grammar.py): one of the tools
+    # Decode every reply under the grammar of a decision (runtime/decision_grammar.py): one of the tools
     # with schema-valid arguments, or an answer. Validation still runs on what comes out.
     constrained: bool = False
     # "tool": the first step must call a tool (as tool_choice "required" does for one request):
@@ -188,8 +189,7 @@ class Agent:
         result = TaskResult(task.id, sc.TaskOutcome.BUDGET_EXHAUSTED)
         who = dict(task_id=task.id, model=self.model.model_name, provider=self.model.provider_name, telemetry=tel)
         scope = delegation_span(cfg.name, awaited=awaited, **who) if delegated else agent_span(cfg.name, **who)
-        namespace = cfg.name if cfg.memory_scope == "agent" else f"{cfg.name}/{task.id}/{uuid.uuid4().hex[:8]}"
-        with scope as run, memory_namespace(namespace), task_cancel(cancel):
+        with scope as run, self._memory_scope(task), task_cancel(cancel):
             deadline = tel.clock.now_ns() + int(cfg.deadline_s * 1e9) if cfg.deadline_s is not None else None
             history = build_messages(list(self.tools.values()), self.examples, task.prompt, cfg.style)
             state = _TaskState(protected=len(history))
@@ -229,6 +229,13 @@ class Agent:
             cancel.cancel()
             await asyncio.wait([worker])  # let spans close and caches go before propagating
             raise
+
+    def _memory_scope(self, task: Task) -> AbstractContextManager[None]:
+        """Where this run's memory calls write; nothing to set up for an agent without memory."""
+        if self.memory is None:
+            return nullcontext()
+        cfg = self.config
+        return memory_namespace(cfg.name if cfg.memory_scope == "agent" else f"{cfg.name}/{task.id}/{uuid.uuid4().hex[:8]}")
 
     def _past(self, deadline: int | None) -> bool:
         return deadline is not None and self.telemetry.clock.now_ns() >= deadline

@@ -29,13 +29,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from agenttrace.core.chat import CancelToken
-from agenttrace.errors import GenerationCancelled
-from agenttrace.serve.engine import Engine, EngineResult
+from agenttrace.errors import GenerationCancelled, RequestError
+from agenttrace.serve.backend import Engine, EngineResult
 from agenttrace.serve.limits import ServeLimits, check_params, check_prompt, parse_body, read_body
 from agenttrace.serve.protocol import (
     DEFAULT_MAX_TOKENS,
     ChatRequest,
-    RequestError,
     chunk_body,
     completion_body,
     error_body,

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agenttrace.serve.protocol import RequestError
+from agenttrace.errors import RequestError
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -14,13 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agenttrace.core.chat import Constraint, GenerationParams, Message
 from agenttrace.core.tools import Tool
-from agenttrace.runtime.grammar import decision_constraint, schema_source
+from agenttrace.errors import RequestError
+from agenttrace.runtime.decision_grammar import decision_constraint, schema_source
 from agenttrace.runtime.parse import ToolCall
 from agenttrace.runtime.prompt import DEFAULT_INSTRUCTIONS, PromptStyle, decision_text, observation, tool_catalogue
 
 __all__ = [
     "ChatRequest",
-    "RequestError",
     "ServedReply",
     "chunk_body",
     "completion_body",
@@ -32,14 +32,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TOKENS = 128
-
-
-class RequestError(Exception):
-    """A request the server cannot serve: answered with `status` and an OpenAI error body."""
-
-    def __init__(self, message: str, *, status: int = 400, param: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.param, self.code = status, param, code
 
 
 class _Wire(BaseModel):

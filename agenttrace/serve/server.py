@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agenttrace.serve.app import create_app
-from agenttrace.serve.engine import Engine
+from agenttrace.serve.backend import Engine
 from agenttrace.serve.limits import ServeLimits
 from agenttrace.telemetry import Telemetry
 

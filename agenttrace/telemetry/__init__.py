@@ -3,7 +3,8 @@
     spans.py       the span context manager every instrumented stage uses (clock-driven times)
     guard.py       telemetry never breaks the agent: failures are logged and counted
     exporters.py   trace file (OTLP/JSON lines) and OTLP endpoint exporters, guarded
-    generation.py  a `Generation` record -> generation span attributes, prefill child, rounds
+    generation_attributes.py  a `Generation` record -> generation span attributes, prefill child, rounds
+    truncation.py  attribute values over the length limit truncated on export
     setup.py       `Telemetry`: one run's tracer provider, resource and exporters
 """
 

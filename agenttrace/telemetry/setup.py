@@ -17,16 +17,15 @@ from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanLimits, TracerProvider
-from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Link, Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.clock import Clock, default_clock
-from agenttrace.telemetry.content import ContentPolicy
 from agenttrace.telemetry import exit as exit_
+from agenttrace.telemetry.content import ContentPolicy
 from agenttrace.telemetry.exit import call_within
 from agenttrace.telemetry.exporters import (
     CountedBatchProcessor,
@@ -37,8 +36,8 @@ from agenttrace.telemetry.exporters import (
     trace_file_exporter,
 )
 from agenttrace.telemetry.guard import FailureCounter, guarded
-from agenttrace.telemetry.limits import TruncatingExporter, max_value_length
 from agenttrace.telemetry.spans import end_span, open_span, start_span
+from agenttrace.telemetry.truncation import TruncatingExporter, max_value_length
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics import MeterProvider
@@ -173,7 +172,7 @@ class Telemetry:
             attrs[sc.RUN_LABEL] = run_label
         attrs.update(resource_attributes or {})
         # The SDK would cut long values silently (from the same OTEL_ variables); we cut them at
-        # export instead, with a marker (telemetry/limits.py). Other SDK limits stay as they are.
+        # export instead, with a marker (telemetry/truncation.py). Other SDK limits stay as they are.
         limits = SpanLimits(max_attribute_length=SpanLimits.UNSET, max_span_attribute_length=SpanLimits.UNSET)
         # Our own exit hook (below) replaces the SDK's, which would wait for a dead collector.
         self.provider = TracerProvider(resource=Resource.create(attrs), span_limits=limits, shutdown_on_exit=False)
@@ -190,11 +189,7 @@ class Telemetry:
             self._add(exporter, f"{type(exporter).__name__}#{i}", synchronous)
         self.meter_provider: MeterProvider | None = None
         if metrics:
-            from agenttrace.telemetry.metrics import (
-                GenAIMetricsProcessor,
-                meter_provider,
-                metric_exporters,
-            )
+            from agenttrace.telemetry.metrics import GenAIMetricsProcessor, meter_provider, metric_exporters
 
             self.meter_provider = meter_provider(self.provider.resource, metric_exporters(self.trace_file, endpoint, otlp_timeout_s))
             # its own exit hook would wait on a dead collector unbounded: ours shuts it down instead

@@ -22,13 +22,11 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["Answer", "HTTPGetError", "get"]
+from agenttrace.errors import HTTPGetError
+
+__all__ = ["Answer", "get"]
 
 _CHUNK = 1 << 16
-
-
-class HTTPGetError(Exception):
-    """No usable answer: unreachable, refused, too slow or too large (the message says which)."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from agenttrace import semconv as sc
-from agenttrace.traces.records import (
+from agenttrace.errors import ClickHouseError
+from agenttrace.traces.span_records import (
     ATTRIBUTE_TYPES,
     ROUND_TYPES,
     SPAN_KINDS,
@@ -41,7 +42,7 @@ from agenttrace.traces.records import (
     checked,
 )
 
-__all__ = ["ClickHouseError", "ClickHouseQuery", "Store", "TRACES_DDL", "check_table", "connect", "read_traces",
+__all__ = ["ClickHouseQuery", "Store", "TRACES_DDL", "check_table", "connect", "read_traces",
            "typed_value"]
 
 # The exporter's table (opentelemetry-collector-contrib, exporter/clickhouseexporter, the
@@ -113,10 +114,6 @@ _SPAN_SQL = f"""SELECT
 FROM {{table}}
 WHERE TraceId IN {{ids:Array(String)}}
 ORDER BY Timestamp, SpanId"""
-
-
-class ClickHouseError(Exception):
-    """The store cannot be used (unreachable, refused, another schema); the message says what."""
 
 
 class Store(Protocol):

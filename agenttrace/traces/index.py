@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from agenttrace import semconv as sc
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 Key = tuple[str, str]
 

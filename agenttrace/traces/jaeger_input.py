@@ -27,7 +27,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.traces.jsontext import parse_json
-from agenttrace.traces.records import SPAN_KINDS, EventRecord, LoadResult, SpanRecord
+from agenttrace.traces.span_records import SPAN_KINDS, EventRecord, LoadResult, SpanRecord
 
 __all__ = ["JaegerQuery", "is_jaeger_document", "jaeger_pages", "query_jaeger", "spans_from_jaeger"]
 

@@ -10,7 +10,9 @@ import json
 import re
 from typing import Any
 
-__all__ = ["SURROGATES", "JSONError", "no_surrogates", "parse_json"]
+from agenttrace.errors import JSONError
+
+__all__ = ["SURROGATES", "no_surrogates", "parse_json"]
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -24,10 +26,6 @@ def no_surrogates(text: object) -> str:
     """`text` as a str that encodes to UTF-8: each lone surrogate replaced by U+FFFD."""
     s = str(text)
     return s if s.isascii() else s.translate(SURROGATES)
-
-
-class JSONError(ValueError):
-    """Text that is not JSON we can hold; the message says why (for a problem line)."""
 
 
 def parse_json(text: str | bytes) -> Any:

@@ -15,21 +15,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from agenttrace.traces.jaeger_input import (
-    JaegerQuery,
-    is_jaeger_document,
-    query_jaeger,
-    spans_from_jaeger,
-)
-from agenttrace.traces.jsontext import JSONError, parse_json
-from agenttrace.traces.otlp_json import (
-    OTHER_SIGNALS,
-    is_otlp_request,
-    spans_from_request,
-)
-from agenttrace.traces.records import LoadResult, SpanRecord, break_cycles, checked
+from agenttrace.errors import InputError, JSONError
+from agenttrace.traces.jaeger_input import JaegerQuery, is_jaeger_document, query_jaeger, spans_from_jaeger
+from agenttrace.traces.jsontext import parse_json
+from agenttrace.traces.otlp_json import OTHER_SIGNALS, is_otlp_request, spans_from_request
+from agenttrace.traces.span_records import LoadResult, SpanRecord, break_cycles, checked
 
-__all__ = ["InputError", "iter_trace_files", "load_inputs", "load_spans", "spans_from_document"]
+__all__ = ["iter_trace_files", "load_inputs", "load_spans", "spans_from_document"]
 
 # Problems kept per file before the rest are only counted (a broken 1 GB file must not produce a
 # 1 GB report).
@@ -37,11 +29,6 @@ MAX_PROBLEMS_PER_FILE = 20
 # A file whose first line is not JSON on its own may be one pretty-printed document; up to this
 # size we try reading it whole.
 MAX_WHOLE_FILE_BYTES = 256 * 1024 * 1024
-
-
-class InputError(Exception):
-    """The inputs cannot be read at all (a named path does not exist, nothing named, a bad
-    option); the message says which and what to do."""
 
 
 def spans_from_document(doc: Any, source: str, problems: list[str]) -> list[SpanRecord]:

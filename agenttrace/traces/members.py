@@ -1,6 +1,6 @@
 """What a task of another instrumentation's trace is made of (SPANS.md, "Traces from other
 instrumentations"): its *members*, the generations, tool executions and delegations below it
-that its steps are inferred from (traces/turns.py, traces/structure.py).
+that its steps are inferred from (traces/turns.py, traces/foreign_structure.py).
 
 - Agents inside the task: one whose agent makes no model call of its own outside it only wraps
   it (the same task, transparent like any grouping span: a workflow around the agent, or graph
@@ -25,7 +25,7 @@ from __future__ import annotations
 from agenttrace import semconv as sc
 from agenttrace.traces.index import Key, SpanIndex, key_of
 from agenttrace.traces.inferred import CALL_BOUNDS, PARENTS, TASK
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 __all__ = ["MEMBERS", "adopt_enclosed", "holding_tools", "members", "merge_call_layers", "resolve_agents"]
 

@@ -7,7 +7,7 @@ stays as it is (its own time counts as other) and is counted as left out, with t
 only where other instrumentations' spans are present: remote generations are split
 (traces/remote.py), foreign agents inside another agent become delegations, tasks are found for
 generations no agent span holds, and steps, attempts and decision moments are inferred
-(traces/structure.py). `Reading` says, per input, what was recognised, mapped and left out, and
+(traces/foreign_structure.py). `Reading` says, per input, what was recognised, mapped and left out, and
 which figures were inferred: the report prints it.
 """
 
@@ -18,12 +18,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
-from agenttrace.traces import structure
-from agenttrace.traces.inferred import TASK
+from agenttrace.traces import foreign_structure
 from agenttrace.traces.conventions import AGENTTRACE, classify
 from agenttrace.traces.index import Key, SpanIndex, key_of
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.inferred import TASK
 from agenttrace.traces.remote import split_remote_generations
+from agenttrace.traces.span_records import SpanRecord
 
 __all__ = ["ConventionSeen", "Normalised", "Reading", "input_of", "normalise"]
 
@@ -131,7 +131,7 @@ _OUR_LOOP = {sc.Segment.DELEGATION.value, sc.Segment.STEP.value, sc.Segment.ATTE
 def _task_roots(index: SpanIndex, foreign: set[Key]) -> list[SpanRecord]:
     """Agent spans no agent (or step) holds, and a task for each root above generations no agent
     holds. A foreign agent inside one of our steps is a delegation; one inside another agent is
-    left to the task's reading (structure.py: a wrapper, or a delegation)."""
+    left to the task's reading (foreign_structure.py: a wrapper, or a delegation)."""
     roots: list[SpanRecord] = []
     for s in list(index):
         if s.segment != sc.Segment.AGENT:
@@ -175,9 +175,9 @@ def normalise(spans: list[SpanRecord]) -> Normalised:
     split_remote_generations(index, problems)
     for s in list(index):
         if s.segment == sc.Segment.STEP and key_of(s) not in foreign:
-            structure.place_foreign_in_our_steps(index, s, foreign)
+            foreign_structure.place_foreign_in_our_steps(index, s, foreign)
     for root in _task_roots(index, foreign):
-        structure.infer_structure(index, root, foreign, problems)
+        foreign_structure.infer_structure(index, root, foreign, problems)
         _collect_inferred(index, index.current(root), readings)
     return Normalised(index.spans, list(readings.values()), problems)
 

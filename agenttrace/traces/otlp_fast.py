@@ -21,16 +21,9 @@ from typing import Any
 
 import msgspec
 
-from agenttrace.traces.otlp_json import (
-    MAX_DEPTH,
-    _get,
-    _hex_id,
-    _int,
-    _kind,
-    _status,
-    decode_any_value,
-)
-from agenttrace.traces.records import EventRecord, SpanRecord, short
+from agenttrace.errors import NotTyped
+from agenttrace.traces.otlp_json import MAX_DEPTH, _get, _hex_id, _int, _kind, _status, decode_any_value
+from agenttrace.traces.span_records import EventRecord, SpanRecord, short
 
 __all__ = ["decode_request"]
 
@@ -108,10 +101,6 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _DECODER = msgspec.json.Decoder(_Request)
-
-
-class NotTyped(Exception):
-    """The line is not OTLP/JSON in the shape the structs take: read it the general way."""
 
 
 def _value(key: str, v: _Value, notes: list[str]) -> Any:

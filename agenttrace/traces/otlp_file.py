@@ -26,21 +26,14 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import (
-    Link,
-    SpanContext,
-    SpanKind,
-    Status,
-    StatusCode,
-    TraceFlags,
-    TraceState,
-)
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
+from agenttrace.errors import JSONError
 from agenttrace.telemetry.readable import SpanCopy
-from agenttrace.traces.jsontext import JSONError, parse_json
+from agenttrace.traces.jsontext import parse_json
 from agenttrace.traces.load import iter_trace_files
 from agenttrace.traces.otlp_json import MAX_DEPTH, decode_attributes
-from agenttrace.traces.records import MAX_TIME_NS
+from agenttrace.traces.span_records import MAX_TIME_NS
 
 __all__ = ["RecordedSpan", "RecordedSpans", "iter_spans", "read_spans", "spans_from_request"]
 

@@ -10,13 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from agenttrace.traces.records import (
-    SPAN_KINDS,
-    STATUS_CODES,
-    EventRecord,
-    SpanRecord,
-    short,
-)
+from agenttrace.traces.span_records import SPAN_KINDS, STATUS_CODES, EventRecord, SpanRecord, short
 
 __all__ = ["MAX_DEPTH", "OTHER_SIGNALS", "TRUNCATED", "decode_any_value", "decode_attributes", "is_otlp_request",
            "spans_from_request"]

@@ -45,11 +45,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from agenttrace.errors import JSONError, PhoenixError
 from agenttrace.traces import bounded_http
-from agenttrace.traces.jsontext import JSONError, parse_json
-from agenttrace.traces.records import EventRecord, SpanRecord, break_cycles, checked
+from agenttrace.traces.jsontext import parse_json
+from agenttrace.traces.span_records import EventRecord, SpanRecord, break_cycles, checked
 
-__all__ = ["LOST", "MAX_IDS_PER_REQUEST", "PhoenixError", "PhoenixQuery", "phoenix_kind", "read_traces",
+__all__ = ["LOST", "MAX_IDS_PER_REQUEST", "PhoenixQuery", "phoenix_kind", "read_traces",
            "span_from_phoenix"]
 
 OI_SPAN_KIND = "openinference.span.kind"
@@ -61,11 +62,6 @@ LOST = ("Phoenix keeps no OTel span kind, resource, instrumentation scope or lin
         "returned as results, so their retries; pydantic-ai's and OpenLLMetry's own spans are read by their "
         "GenAI attributes); times are kept to the microsecond")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class PhoenixError(Exception):
-    """Phoenix cannot be read (unreachable, no such project, not Phoenix, refused); the message
-    says what and what to do."""
 
 
 @dataclass(frozen=True)

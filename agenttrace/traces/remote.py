@@ -17,7 +17,7 @@ from __future__ import annotations
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions.vllm import latency_s
 from agenttrace.traces.index import SpanIndex
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 __all__ = ["NETWORK_SPLIT", "split_remote_generations"]
 

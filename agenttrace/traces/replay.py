@@ -25,10 +25,11 @@ from urllib.parse import urlsplit
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from agenttrace.errors import ReplayError
 from agenttrace.telemetry.exit import call_within
 from agenttrace.telemetry.exporters import otlp_exporter
 
-__all__ = ["DEFAULT_BATCH_SIZE", "ReplayError", "ReplayResult", "replay_spans"]
+__all__ = ["DEFAULT_BATCH_SIZE", "ReplayResult", "replay_spans"]
 
 # The SDK's BatchSpanProcessor default: a few hundred kB per request for agenttrace spans, well
 # under the 4 MiB a gRPC receiver accepts by default.
@@ -50,15 +51,6 @@ class ReplayResult:
     spans_sent: int
     batches: int
     seconds: float
-
-
-class ReplayError(Exception):
-    """The endpoint was unreachable or refused a batch. The message names the URL, how many
-    spans were accepted before, the exporter's reason, and what to check."""
-
-    def __init__(self, message: str, spans_sent: int) -> None:
-        super().__init__(message)
-        self.spans_sent = spans_sent
 
 
 def _hint(protocol: str) -> str:

@@ -28,11 +28,12 @@ from pathlib import Path
 
 import msgspec
 
-from agenttrace.traces.jsontext import JSONError, parse_json
+from agenttrace.errors import JSONError, NotTyped
+from agenttrace.traces.jsontext import parse_json
 from agenttrace.traces.load import MAX_PROBLEMS_PER_FILE, iter_trace_files, load_file, spans_from_document
-from agenttrace.traces.otlp_fast import NotTyped, decode_request
+from agenttrace.traces.otlp_fast import decode_request
 from agenttrace.traces.otlp_json import is_otlp_request, spans_from_request
-from agenttrace.traces.records import SpanRecord, break_cycles, checked
+from agenttrace.traces.span_records import SpanRecord, break_cycles, checked
 
 __all__ = ["Batch", "LAG_LINES", "no_gc", "parse_line", "stream_traces"]
 

@@ -26,7 +26,7 @@ from agenttrace.traces.conventions import failed
 from agenttrace.traces.conventions.openinference import failed_call_ids, tool_calls
 from agenttrace.traces.index import Key, SpanIndex, key_of
 from agenttrace.traces.inferred import CALL_BOUNDS
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 __all__ = ["ANSWER_TOOLS", "Turn", "cut_open_calls", "step_outcome_of", "steps", "tool_name", "turns"]
 

@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agenttrace.bench.harness.arm_figures import MIN_SAMPLES, ArmFigures, BenchFigures
 from agenttrace.bench.harness.arms import describe_arm
-from agenttrace.bench.harness.figures import MIN_SAMPLES, ArmFigures, BenchFigures
 from agenttrace.bench.harness.options import HarnessOptions
 from agenttrace.bench.harness.records import Manifest, ScenarioResult
 from agenttrace.generation.models import weights_label

@@ -15,8 +15,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from agenttrace.bench.harness import render
+from agenttrace.bench.harness.arm_figures import BenchFigures, compute
 from agenttrace.bench.harness.arms import build_model, check_arms
-from agenttrace.bench.harness.figures import BenchFigures, compute
 from agenttrace.bench.harness.options import SCENARIOS, HarnessOptions
 from agenttrace.bench.harness.records import Manifest, ScenarioResult, read_model, read_records, write_json_atomic
 from agenttrace.bench.harness.runner import SuiteRunner, drop_unfinished, open_output, plan, save_manifest

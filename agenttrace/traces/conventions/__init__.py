@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenttrace import semconv as sc
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 __all__ = ["AGENTTRACE", "SpanRole", "classify", "failed", "first_number", "first_text"]
 
@@ -69,15 +69,7 @@ def first_number(attrs: Mapping[str, Any], *keys: str) -> int | float | None:
 
 
 def _registry() -> list[Callable[[SpanRecord], SpanRole | None]]:
-    from agenttrace.traces.conventions import (
-        client,
-        genai,
-        google_adk,
-        openinference,
-        openllmetry,
-        pydantic_ai,
-        vllm,
-    )
+    from agenttrace.traces.conventions import client, genai, google_adk, openinference, openllmetry, pydantic_ai, vllm
 
     return [vllm.role, google_adk.role, openinference.role, openllmetry.role, pydantic_ai.role, genai.role, client.role]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import SpanRole
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 NAME = "OpenTelemetry HTTP/DB client"
 

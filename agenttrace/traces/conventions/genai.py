@@ -16,7 +16,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import SpanRole, first_number, first_text
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 NAME = "OpenTelemetry GenAI"
 CURRENT = f"{sc.GEN_AI_PROVIDER_NAME} (v1.37+, gen_ai_latest_experimental)"

@@ -22,7 +22,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import SpanRole, genai, openinference
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 NAME = "Google ADK"
 SCOPE = "gcp.vertex.agent"

@@ -8,7 +8,7 @@ import json
 
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import SpanRole, first_number, first_text
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 NAME = "OpenInference"
 _SEGMENTS = {"AGENT": sc.Segment.AGENT, "LLM": sc.Segment.GENERATION, "TOOL": sc.Segment.TOOL,

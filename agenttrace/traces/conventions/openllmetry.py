@@ -8,7 +8,7 @@ from __future__ import annotations
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import SpanRole, first_text
 from agenttrace.traces.conventions.genai import generation_attributes
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 NAME = "OpenLLMetry"
 _KINDS = {"workflow": sc.Segment.AGENT, "agent": sc.Segment.AGENT, "tool": sc.Segment.TOOL}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import SpanRole, first_text
 from agenttrace.traces.conventions.genai import agent_attributes, generation_attributes
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 NAME = "pydantic-ai"
 _SCOPE = "pydantic-ai"

@@ -12,7 +12,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import SpanRole, first_number, first_text
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 NAME = "vLLM server"
 LATENCIES = (sc.VLLM_TIME_IN_QUEUE, sc.VLLM_TIME_IN_PREFILL, sc.VLLM_TIME_IN_DECODE, sc.VLLM_E2E, sc.VLLM_TIME_TO_FIRST_TOKEN)

@@ -30,8 +30,8 @@ import random
 import threading
 from dataclasses import dataclass
 
+from agenttrace.bench.harness.arm_figures import paired_estimate
 from agenttrace.bench.harness.arms import build_model
-from agenttrace.bench.harness.figures import paired_estimate
 from agenttrace.bench.harness.records import Check, ConcurrencyRecord, ScenarioResult, write_json_atomic
 from agenttrace.bench.harness.runner import output_digest
 from agenttrace.bench.harness.scenarios.common import ScenarioContext

@@ -41,7 +41,7 @@ from agenttrace.traces.inferred import (
     TOOL_FAILURES,
     VALIDITY,
 )
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 __all__ = ["infer_structure", "place_foreign_in_our_steps"]
 

@@ -100,15 +100,22 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
     """Run every stage (module docstring) and return what was written and measured."""
     import torch
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from agenttrace.generation.head_drafters import bind_to
     from agenttrace.generation.head_files import fingerprint, load_head, save_head
     from agenttrace.generation.local import encode_chat
     from agenttrace.generation.models import load_model
     from agenttrace.training import data as datamod
+    from agenttrace.training.corpus import training_prompts
     from agenttrace.training.fit import eagle_acceptance, fit, medusa_acceptance, vocab_coverage
-    from agenttrace.training.prompts import training_prompts
 
     console = console or Console(stderr=True)
     if opts.threads:

@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agenttrace.errors import ProgramNotFound
 from agenttrace.profiling.bootstrap import BOOTSTRAP_DIR
 from agenttrace.profiling.bootstrap.sitecustomize import (
     ENDPOINT_ENV,
@@ -35,13 +36,9 @@ from agenttrace.profiling.bootstrap.sitecustomize import (
 )
 from agenttrace.profiling.receiver import receiving
 
-__all__ = ["ProgramNotFound", "RunResult", "child_env", "run_traced", "traces_url"]
+__all__ = ["RunResult", "child_env", "run_traced", "traces_url"]
 
 FORWARDED = (signal.SIGTERM,)  # passed on to the program; SIGINT reaches it from the terminal itself
-
-
-class ProgramNotFound(Exception):
-    """The command's program is not on PATH (nothing ran; the shell's exit status is 127)."""
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from agenttrace.errors import InputError
 from agenttrace.traces.jaeger_input import JaegerQuery, parse_lookback
-from agenttrace.traces.load import InputError
 
 
 def add_input_options(parser: argparse.ArgumentParser) -> None:

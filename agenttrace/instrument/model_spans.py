@@ -15,7 +15,7 @@ from agenttrace.core.chat import CancelToken, ChatModel, ChatModelWrapper, Gener
 from agenttrace.instrument.frames import Placement
 from agenttrace.instrument.operations import Handle, LeafScope
 from agenttrace.telemetry import Telemetry
-from agenttrace.telemetry.generation import record_chat_content, record_generation, request_attributes
+from agenttrace.telemetry.generation_attributes import record_chat_content, record_generation, request_attributes
 
 __all__ = ["GenerationHandle", "generation_span", "traced_model"]
 

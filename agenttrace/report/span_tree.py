@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from agenttrace.traces.records import SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 MAX_PROBLEMS_PER_KIND = 10
 

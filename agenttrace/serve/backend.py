@@ -37,7 +37,7 @@ from agenttrace.instrument.operations import parse_span
 from agenttrace.runtime.parse import FinalAnswer, parse_decision
 from agenttrace.serve.protocol import ServedReply
 from agenttrace.telemetry import Telemetry
-from agenttrace.telemetry.generation import record_chat_content, record_generation, request_attributes
+from agenttrace.telemetry.generation_attributes import record_chat_content, record_generation, request_attributes
 
 if TYPE_CHECKING:
     from agenttrace.generation.local import LocalChatModel
