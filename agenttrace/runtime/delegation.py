@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agenttrace import semconv as sc
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.core.chat import CancelToken, current_cancel
 from agenttrace.core.tools import Tool
 from agenttrace.errors import ToolError
@@ -73,7 +73,9 @@ class _Pending:
         parent_id = run.task_id if run is not None else "task"
         self.task_id = f"{parent_id}/{sub.name}-{next(_counter)}"
         self.thread = threading.Thread(target=propagate(self._work), name=f"subagent-{sub.name}", daemon=True)
-        self.started = time.monotonic()
+        # the deadline runs on the coordinator's clock (a FakeClock in tests drives it too)
+        self.clock = run.tel.clock if run is not None else default_clock()
+        self.started = self.clock.now_ns()
         self.thread.start()
 
     def _work(self) -> None:
@@ -84,9 +86,8 @@ class _Pending:
 
     def wait(self, grace_s: float) -> str:
         """The answer; ToolError saying what went wrong otherwise (cancelling a late run)."""
-        deadline = self.started + self.sub.deadline_s
         while self.thread.is_alive():
-            left = deadline - time.monotonic()
+            left = self.sub.deadline_s - elapsed_s(self.clock, self.started)
             if left <= 0 or (self.parent_cancel is not None and self.parent_cancel.cancelled):
                 self.cancel.cancel()
                 self.thread.join(grace_s)  # it stops within a round; its spans close
