@@ -98,9 +98,10 @@ def _path_chain(kids: list[tuple[SpanRecord, int, int]]) -> list[int]:
     return chain
 
 
-# A span of no segment inside one of these (an HTTP client span in a tool, the layers of a
-# streamed model call merged into their parent) is time of that segment, not "other".
-_NOT_INHERITED = _AS_OTHER | {sc.Segment.DELEGATION.value}
+# A span of no segment inside a model call (the layers of a streamed call merged into their
+# parent, an HTTP client span under a generation) is that call's time, not "other". Inside a tool
+# it stays "other": there it is usually a framework's wrapper around a sub-agent's run.
+_INHERITED = frozenset({sc.Segment.GENERATION.value})
 
 
 def _charge(b: Breakdown, span: SpanRecord, self_ns: int, kids: list[tuple[SpanRecord, int, int]],
@@ -157,7 +158,7 @@ def breakdowns(tree: SpanTree, root: SpanRecord,
                 mark = span
             for c, _, _ in followed:
                 above[id(c)] = mark
-        passed = inherited if span.segment is None else None if span.segment in _NOT_INHERITED else span.segment
+        passed = inherited if span.segment is None else span.segment if span.segment in _INHERITED else None
         stack.extend((*k, passed) for k in followed)
         stack.extend((*k, passed) for k in off)
     out: dict[int, Breakdown] = {}
