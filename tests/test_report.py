@@ -46,7 +46,7 @@ def known_task() -> S:
         ]),
     ])
     return S("invoke_agent a", "agent", 0.0, 10.0, {"agenttrace.task.id": "known", "agenttrace.task.outcome": "completed",
-                                                   "gen_ai.agent.name": "a", "agenttrace.core.decisions.invalid": 1}, [step1, step2])
+                                                   "gen_ai.agent.name": "a", "agenttrace.decisions.invalid": 1}, [step1, step2])
 
 
 def test_known_timings_give_exact_figures(tmp_path):
