@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from agenttrace import semconv as sc
 from agenttrace.errors import ArgumentsInvalid, ModelMistake, ParseError, ToolFailed, is_cancellation
 
-__all__ = ["Flags", "attempt_outcome", "is_cancellation", "is_retried", "step_outcome", "task_outcome"]
+__all__ = ["Flags", "attempt_outcome", "is_cancellation", "is_retried", "step_outcome", "task_after_step", "task_outcome"]
 
 Outcome = sc.AttemptOutcome
 @dataclass
@@ -85,6 +85,21 @@ def is_retried(previous: sc.AttemptOutcome) -> bool:
     ends the step. Our loop and the reading of other instrumentations' traces both ask this, so
     a retry means the same thing whoever wrote the spans."""
     return previous not in (Outcome.OK, Outcome.CANCELLED)
+
+
+def task_after_step(step: sc.StepOutcome, *, loop: bool = False, out_of_time: bool = False) -> sc.TaskOutcome | None:
+    """What a step's outcome makes of its task in our loop, as it runs: None while the task goes
+    on (a tool call with time left). A repeated call ends it as a loop, a final answer completes
+    it, a step that decided nothing fails it (out of budget when its time ran out)."""
+    if loop:
+        return sc.TaskOutcome.LOOP_DETECTED
+    if step is sc.StepOutcome.FINAL_ANSWER:
+        return sc.TaskOutcome.COMPLETED
+    if step is sc.StepOutcome.CANCELLED:
+        return sc.TaskOutcome.CANCELLED
+    if step is not sc.StepOutcome.TOOL_CALL or out_of_time:
+        return sc.TaskOutcome.BUDGET_EXHAUSTED if out_of_time else sc.TaskOutcome.FAILED
+    return None
 
 
 def task_outcome(*, failed: bool, cancelled: bool = False, final_answers: int, steps: int,

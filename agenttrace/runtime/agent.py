@@ -43,7 +43,7 @@ from agenttrace.core.chat import (
     prepare_constraint,
     task_cancel,
 )
-from agenttrace.core.decisions import attempt_outcome, is_retried, step_outcome
+from agenttrace.core.decisions import attempt_outcome, is_retried, step_outcome, task_after_step
 from agenttrace.core.tools import VALIDATOR_NAME, Tool, validate_arguments
 from agenttrace.errors import ConstraintUnavailable, ContextTooLong, GenerationCancelled, ModelMistake, ParseError
 from agenttrace.instrument.model_spans import traced_model
@@ -197,23 +197,13 @@ class Agent:
                 self._between_steps(n, history, task, state, result)
                 step = self._step(n, history, task, result, cancel, deadline, state)
                 result.steps.append(step)
-                if step.loop:
-                    result.outcome = sc.TaskOutcome.LOOP_DETECTED
-                    if run is not None:
-                        call = step.decision
-                        assert isinstance(call, ToolCall)
-                        run.span.set_attributes({sc.LOOP_TOOL: call.tool, sc.LOOP_REPEATS: cfg.loop_repeats or 0})
-                    break
-                if step.outcome is sc.StepOutcome.FINAL_ANSWER:
-                    result.outcome = sc.TaskOutcome.COMPLETED
-                    break
-                if step.outcome is sc.StepOutcome.CANCELLED:
-                    result.outcome = sc.TaskOutcome.CANCELLED
-                    break
-                if step.outcome is not sc.StepOutcome.TOOL_CALL:
-                    result.outcome = sc.TaskOutcome.BUDGET_EXHAUSTED if self._past(deadline) else sc.TaskOutcome.FAILED
-                    break
-                if self._past(deadline):
+                ended = task_after_step(step.outcome, loop=step.loop, out_of_time=self._past(deadline))
+                if step.loop and run is not None:
+                    call = step.decision
+                    assert isinstance(call, ToolCall)
+                    run.span.set_attributes({sc.LOOP_TOOL: call.tool, sc.LOOP_REPEATS: cfg.loop_repeats or 0})
+                if ended is not None:
+                    result.outcome = ended
                     break
             if run is not None:
                 run.set_outcome(result.outcome)
