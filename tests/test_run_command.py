@@ -40,8 +40,14 @@ def agenttrace_run(tmp: Path, *command: str, options: tuple[str, ...] = (), env:
     args = [sys.executable, "-m", "agenttrace", "run", "--out", str(tmp / "traces"), "--format", "json",
             "-o", str(tmp / "report.json"), *options, "--", *command]
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_RUN"))}
+    # Ctrl-C as in a terminal's foreground job: a suite started in the background of a
+    # non-interactive shell inherits SIGINT ignored, and so would the program
     return subprocess.Popen(args, env={**base, **(env or {})}, cwd=tmp, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **popen)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint, **popen)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def finished(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
