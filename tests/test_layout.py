@@ -200,3 +200,37 @@ def test_the_export_path_never_imports_torch(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "j.json").stat().st_size > 0
+
+
+# Every time is read through agenttrace/clock.py (one injectable clock: spans, latencies and
+# deadlines on one time base, and a FakeClock in tests). Not read through it: the clock itself;
+# the bootstrap, which runs inside the user's program with only the standard library and
+# OpenTelemetry; and the llama.cpp worker, which runs in a venv where agenttrace is not installed.
+_CLOCK_READS = {"perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns"}
+_READS_TIME_ITSELF = ("agenttrace/clock.py", "agenttrace/profiling/bootstrap/", "agenttrace/bench/llama_worker.py")
+
+
+def test_every_time_is_read_through_the_clock():
+    found = []
+    for path in sorted(_modules().values()):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(_READS_TIME_ITSELF):
+            continue
+        tree = ast.parse(path.read_text())
+        aliases = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+                   if a.name == "time"}
+        bare = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "time"
+                for a in n.names if a.name in _CLOCK_READS}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "time" and not node.level:
+                # `from time import perf_counter`: the read can then hide behind any name
+                found += [(rel, node.lineno, f"from time import {a.name}") for a in node.names
+                          if a.name in _CLOCK_READS or a.name == "*"]
+            elif (isinstance(node, ast.Attribute) and node.attr in _CLOCK_READS
+                  and isinstance(node.value, ast.Name) and node.value.id in aliases):
+                # a call, or the function passed on to be called later (`default=time.monotonic`)
+                found.append((rel, node.lineno, f"{node.value.id}.{node.attr}"))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in bare:
+                found.append((rel, node.lineno, f"{node.func.id}()"))
+    wrong = [f"{rel}:{line} ({what})" for rel, line, what in sorted(found)]
+    assert wrong == [], "read the time through agenttrace.clock (default_clock(), an object's clock):\n" + "\n".join(wrong)

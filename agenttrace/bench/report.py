@@ -19,11 +19,11 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from agenttrace.bench.synthetic import generate
+from agenttrace.clock import default_clock, elapsed_s
 
 TARGET_S_PER_MILLION = 15.0
 TARGET_MB = 1024.0
@@ -58,15 +58,16 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
     as the load. summary: fast, folded into a summary in bounded memory."""
     from agenttrace.report.batched import ReportBuilder
 
+    clock = default_clock()
     if mode == "legacy":
         from agenttrace.report.build import build_report
         from agenttrace.traces.load import load_spans
 
-        t0 = time.perf_counter()
+        t0 = clock.now_ns()
         loaded = load_spans([path])
-        t1 = time.perf_counter()
+        t1 = clock.now_ns()
         report = build_report(loaded.spans, [path], loaded.problems)
-        load_s, analyse_s = t1 - t0, time.perf_counter() - t1
+        load_s, analyse_s = (t1 - t0) / 1e9, elapsed_s(clock, t1)
         spans = len(loaded.spans)
     else:
         from agenttrace.traces.stream import no_gc
@@ -90,17 +91,17 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
         load_s = analyse_s = 0.0
         with no_gc():
             while True:
-                t0 = time.perf_counter()
+                t0 = clock.now_ns()
                 batch = next(batches, None)
-                t1 = time.perf_counter()
-                load_s += t1 - t0
+                t1 = clock.now_ns()
+                load_s += (t1 - t0) / 1e9
                 if batch is None:
                     break
                 add(batch)
-                analyse_s += time.perf_counter() - t1
-            t1 = time.perf_counter()
+                analyse_s += elapsed_s(clock, t1)
+            t1 = clock.now_ns()
             report = builder.report(sources, problems)
-            analyse_s += time.perf_counter() - t1
+            analyse_s += elapsed_s(clock, t1)
         spans = builder.spans
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     return {"spans": spans, "tasks": report.run.tasks + report.run.partial_tasks, "load_s": load_s, "analyse_s": analyse_s, "peak_mb": peak_mb,
@@ -148,19 +149,20 @@ def run(args: argparse.Namespace) -> int:
     rows: list[Row] = []
     # progress on stderr: with --json, stdout carries only the records
     console = Console(width=max(150, Console().width), stderr=args.json)
+    clock = default_clock()
     for n in args.spans:
         big = n > FILE_SPANS
         path = folder / (f"synthetic-{n}" if big else f"synthetic-{n}.jsonl")
-        t0 = time.perf_counter()
+        t0 = clock.now_ns()
         written = generate(path, n, args.seed, FILE_SPANS if big else None)
         size_mb = sum(f.stat().st_size for f in (path.iterdir() if big else [path])) / 1e6
-        console.print(f"generated {written} spans ({size_mb:.0f} MB) in {time.perf_counter() - t0:.1f} s")
+        console.print(f"generated {written} spans ({size_mb:.0f} MB) in {elapsed_s(clock, t0):.1f} s")
         store = None
         if "clickhouse" in paths:
             store = f"chdb:{folder / f'chdb-{n}'}"
-            t0 = time.perf_counter()
+            t0 = clock.now_ns()
             filled = _child("--fill", str(path), store)["rows"]
-            console.print(f"exported {filled} spans into {store} (the exporter's table) in {time.perf_counter() - t0:.1f} s")
+            console.print(f"exported {filled} spans into {store} (the exporter's table) in {elapsed_s(clock, t0):.1f} s")
         for mode in paths:
             try:
                 m = _child(str(path), mode, *([store] if mode == "clickhouse" and store else []))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from agenttrace.clock import default_clock
 from agenttrace.errors import InputError
 from agenttrace.traces.jaeger_input import JaegerQuery, parse_lookback
 
@@ -68,13 +69,11 @@ def clickhouse_query(args: argparse.Namespace):
     """The ClickHouseQuery the options ask for, or None without --clickhouse."""
     if not getattr(args, "clickhouse", None):
         return None
-    import time
-
     from agenttrace.traces.clickhouse import ClickHouseQuery
 
     if args.batch_traces < 1:
         raise InputError(f"--batch-traces must be at least 1, not {args.batch_traces}")
-    now = time.time()
+    now = default_clock().now_ns() / 1e9  # epoch seconds
     return ClickHouseQuery(args.clickhouse, args.table, since_ns=_time_ns(args.since, now) if args.since else None,
                            until_ns=_time_ns(args.until, now) if args.until else None, service=args.service,
                            batch_traces=args.batch_traces)
@@ -85,7 +84,6 @@ def phoenix_query(args: argparse.Namespace):
     if not getattr(args, "phoenix", None):
         return None
     import os
-    import time
 
     from agenttrace.traces.phoenix import MAX_IDS_PER_REQUEST, PhoenixQuery
 
@@ -93,7 +91,7 @@ def phoenix_query(args: argparse.Namespace):
         raise InputError(f"--phoenix {args.phoenix!r}: expected Phoenix's http(s):// URL, e.g. http://localhost:6006")
     if args.batch_traces < 1 or args.phoenix_timeout <= 0 or args.phoenix_max_mb < 1:
         raise InputError("--batch-traces, --phoenix-timeout and --phoenix-max-mb must be positive")
-    now = time.time()
+    now = default_clock().now_ns() / 1e9  # epoch seconds
     return PhoenixQuery(args.phoenix, args.project, since_ns=_time_ns(args.since, now) if args.since else None,
                         until_ns=_time_ns(args.until, now) if args.until else None,
                         api_key=args.phoenix_api_key or os.environ.get("PHOENIX_API_KEY") or None,

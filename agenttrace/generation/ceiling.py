@@ -19,6 +19,7 @@ import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.core.roofline import ModelShape
 
 _log = logging.getLogger(__name__)
@@ -93,27 +94,26 @@ def _cpu_name() -> str:
 
 
 def _probe(device: str) -> tuple[float, float]:
-    import time
-
     import torch
 
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    clock = default_clock()
     big = torch.ones(_PROBE_BYTES // 4, device=device)
     reads = []
     for _ in range(5):
         sync()
-        t = time.perf_counter()
+        t = clock.now_ns()
         big.sum()
         sync()
-        reads.append(_PROBE_BYTES / (time.perf_counter() - t) / 1e9)
+        reads.append(_PROBE_BYTES / elapsed_s(clock, t) / 1e9)
     a = torch.randn(1024, 1024, device=device)
     flops = []
     for _ in range(5):
         sync()
-        t = time.perf_counter()
+        t = clock.now_ns()
         a @ a
         sync()
-        flops.append(2 * 1024**3 / (time.perf_counter() - t) / 1e9)
+        flops.append(2 * 1024**3 / elapsed_s(clock, t) / 1e9)
     del big
     return max(reads), max(flops)
 

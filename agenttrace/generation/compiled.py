@@ -27,14 +27,13 @@ pass gives each position the bits of a one-token step wherever the linear kernel
 int4 on CPU; see invariant.py), and greedy speculation stays lossless on the compiled path.
 Inductor is asked to round bf16 intermediates as eager does (`emulate_precision_casts`); whether
 its fused kernels then give the eager path's bits on a given model is measured, not promised
-(tests/test_compiled.py, BENCHMARKS.md).
+(tests/generation/test_compiled.py, BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -42,6 +41,7 @@ import torch
 from transformers import PreTrainedModel, StaticCache
 from transformers.cache_utils import StaticLayer
 
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.generation.invariant import ROWWISE_MAX_ROWS
 from agenttrace.generation.kv import forward_kwargs
 
@@ -230,10 +230,11 @@ class CompiledDecoder:
         input_ids = torch.tensor([padded], dtype=torch.long, device=self.device)
         key = (cache.capacity, width)
         first = key not in self.compile_s
-        start = time.perf_counter()
+        clock = default_clock()
+        start = clock.now_ns()
         logits = self._compiled(input_ids=input_ids, use_cache=True, **{self._cache_kw: cache}).logits[0, :n]
         if first:
-            self.compile_s[key] = time.perf_counter() - start
+            self.compile_s[key] = elapsed_s(clock, start)
             _log.info("compiled the %d-token pass for a %d-token cache in %.1f s", width, cache.capacity,
                       self.compile_s[key])
         if width > n:
@@ -244,14 +245,15 @@ class CompiledDecoder:
     def warm_up(self, tokens: Iterable[int], widths: Iterable[int] = WIDTHS) -> float:
         """Compile the passes calls of these lengths will need, before any is timed; returns
         the seconds it took."""
-        start = time.perf_counter()
+        clock = default_clock()
+        start = clock.now_ns()
         with torch.inference_mode():
             for capacity in sorted({capacity_for(t, self.min_capacity) for t in tokens}):
                 for width in widths:
                     if (capacity, width) in self.compile_s:
                         continue
                     self.forward([0] * width, StaticKV(self.model, capacity))
-        return time.perf_counter() - start
+        return elapsed_s(clock, start)
 
 
 def compiled_view(model: PreTrainedModel, mode: str | None = None, min_capacity: int = _MIN_CAPACITY) -> CompiledDecoder:

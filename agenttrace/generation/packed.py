@@ -24,6 +24,8 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from agenttrace.clock import default_clock, elapsed_s
+
 _log = logging.getLogger(__name__)
 
 
@@ -64,8 +66,6 @@ def packed_one_row_is_faster(in_features: int, out_features: int) -> bool:
     matrix-vector path won on the AVX2 machine this was first measured on (so plain steps kept
     it), oneDNN's packed one by 1.3x on an AVX-512 one. Timed once per shape and thread count
     (about 20 ms), since it is the CPU that decides."""
-    import time
-
     key = (in_features, out_features, torch.get_num_threads())
     if key not in _ONE_ROW:
         with torch.inference_mode():
@@ -75,14 +75,15 @@ def packed_one_row_is_faster(in_features: int, out_features: int) -> bool:
             x = torch.randn(1, in_features, generator=gen)
             stock = lambda: torch.nn.functional.linear(x, weight)  # noqa: E731
             fast = lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")  # noqa: E731
+            clock = default_clock()
             best = {}
             for name, f in (("stock", stock), ("packed", fast), ("stock", stock), ("packed", fast)):
                 for _ in range(5):
                     f()
-                t = time.perf_counter()
+                t = clock.now_ns()
                 for _ in range(40):
                     f()
-                best[name] = min(best.get(name, float("inf")), time.perf_counter() - t)
+                best[name] = min(best.get(name, float("inf")), elapsed_s(clock, t))
         _ONE_ROW[key] = best["packed"] < 0.95 * best["stock"]
     return _ONE_ROW[key]
 

@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.errors import ProgramNotFound
 from agenttrace.profiling.bootstrap import BOOTSTRAP_DIR
 from agenttrace.profiling.bootstrap.sitecustomize import (
@@ -108,7 +108,8 @@ def run_traced(command: Sequence[str], *, out_dir: Path, otlp: str | None = None
     environ = dict(os.environ if env is None else env)
     if shutil.which(command[0], path=environ.get("PATH")) is None and not Path(command[0]).is_file():
         raise ProgramNotFound(f"{command[0]}: no such program (not on PATH)")
-    started = time.perf_counter()
+    clock = default_clock()
+    started = clock.now_ns()
     with receiving(trace_path(out_dir)) as receiver:
         child = child_env(environ, receiver.endpoint, run_id=uuid.uuid4().hex, otlp=otlp, service=service)
         try:
@@ -118,7 +119,7 @@ def run_traced(command: Sequence[str], *, out_dir: Path, otlp: str | None = None
         code = _wait(proc)
     return RunResult(
         exit_code=code, trace_file=receiver.path if receiver.spans else None, spans=receiver.spans,
-        requests=receiver.requests, seconds=time.perf_counter() - started, services=sorted(receiver.services),
+        requests=receiver.requests, seconds=elapsed_s(clock, started), services=sorted(receiver.services),
         rejected=receiver.rejected,
     )
 

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.serve.app import create_app
 from agenttrace.serve.backend import Engine
 from agenttrace.serve.limits import ServeLimits
@@ -129,9 +130,10 @@ class BackgroundServer:
 
     def start(self, timeout_s: float = 30.0) -> BackgroundServer:
         self._thread.start()
-        deadline = time.monotonic() + timeout_s
+        clock = default_clock()  # a real wait for a real thread: the real clock
+        started = clock.now_ns()
         while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
+            if not self._thread.is_alive() or elapsed_s(clock, started) > timeout_s:
                 raise RuntimeError(f"the server on {self.base_url} did not start within {timeout_s:g} s")
             time.sleep(0.01)
         return self

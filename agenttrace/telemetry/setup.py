@@ -7,7 +7,6 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -23,7 +22,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.clock import Clock, default_clock
+from agenttrace.clock import Clock, default_clock, elapsed_s
 from agenttrace.telemetry import exit as exit_
 from agenttrace.telemetry.content import ContentPolicy
 from agenttrace.telemetry.exit import call_within
@@ -62,6 +61,12 @@ def _version() -> str:
         return version("agenttrace")
     except PackageNotFoundError:
         return "0+unknown"
+
+
+def _left_s(start_ns: int, bound_s: float) -> float:
+    """What is left of `bound_s` seconds from `start_ns` (negative once it has passed), both on
+    the real clock (`default_clock`): exit and flush waits are real ones."""
+    return bound_s - elapsed_s(default_clock(), start_ns)
 
 
 @dataclass(frozen=True)
@@ -250,10 +255,11 @@ class Telemetry:
         """Export every ended span: the local exporters fully, collectors for at most
         `timeout_millis` (a batch in flight may go on in the background). True if all finished."""
         done = self.flush_local()
-        deadline = time.monotonic() + timeout_millis / 1000
+        # a real wait, so the real clock: a fake `self.clock` must never leave it unbounded
+        started, bound = default_clock().now_ns(), timeout_millis / 1000
         for exporter, processor in self._processors:
             if exporter.remote:
-                flushed = call_within(processor.force_flush, deadline - time.monotonic(), f"agenttrace-flush {exporter.name}")
+                flushed = call_within(processor.force_flush, _left_s(started, bound), f"agenttrace-flush {exporter.name}")
                 done = flushed and done
         return done
 
@@ -280,7 +286,7 @@ class Telemetry:
     def _shut(self, timeout_s: float | None) -> ExportSummary:
         exit_.untrack(self)
         bound = self.shutdown_timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + bound
+        started = default_clock().now_ns()  # the real clock, as in `flush`
         # the trace file first and in full: it is the record a dead collector cannot spoil
         for exporter, processor in self._processors:
             if not exporter.remote:
@@ -298,11 +304,11 @@ class Telemetry:
             )
             metrics.start()
         for exporter, thread in closing:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            thread.join(max(0.0, _left_s(started, bound)))
             if thread.is_alive():
                 exporter.abandon()
         if metrics is not None:
-            metrics.join(max(0.0, deadline - time.monotonic()))
+            metrics.join(max(0.0, _left_s(started, bound)))
         # every batch processor is shut by now (or abandoned): this returns at once
         self.guard("shutting the tracer provider down", self.provider.shutdown)
         summary = self.summary()

@@ -18,10 +18,10 @@ import http.client
 import socket
 import ssl
 import threading
-import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.errors import HTTPGetError
 
 __all__ = ["Answer", "get"]
@@ -70,7 +70,8 @@ def get(url: str, headers: dict[str, str] | None = None, *, timeout_s: float = 3
 
     watchdog = threading.Timer(timeout_s, abort)
     watchdog.daemon = True
-    started = time.monotonic()
+    clock = default_clock()  # the real clock: this times a real socket wait
+    started = clock.now_ns()
     watchdog.start()
     try:
         conn.request("GET", target, headers={"Accept": "application/json", **(headers or {})})
@@ -100,7 +101,7 @@ def get(url: str, headers: dict[str, str] | None = None, *, timeout_s: float = 3
         if isinstance(exc, (socket.timeout, TimeoutError)):
             raise HTTPGetError(f"no answer within {timeout_s:g} s") from exc
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc) or type(exc).__name__)
-        raise HTTPGetError(f"{reason} after {time.monotonic() - started:.1f} s") from exc
+        raise HTTPGetError(f"{reason} after {elapsed_s(clock, started):.1f} s") from exc
     finally:
         watchdog.cancel()
         conn.close()

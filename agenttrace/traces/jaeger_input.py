@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import json
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from agenttrace import semconv as sc
+from agenttrace.clock import default_clock
 from agenttrace.traces.jsontext import parse_json
 from agenttrace.traces.span_records import SPAN_KINDS, EventRecord, LoadResult, SpanRecord
 
@@ -179,7 +179,7 @@ class JaegerQuery:
         self.timeout_s = timeout_s
 
     def request_url(self, now_s: float | None = None) -> str:
-        end_us = int((time.time() if now_s is None else now_s) * 1e6)
+        end_us = _now_us(now_s)
         return self.window_url(end_us - int(parse_lookback(self.lookback) * 1e6), end_us, self.limit)
 
     def window_url(self, start_us: int, end_us: int, limit: int) -> str:
@@ -189,6 +189,11 @@ class JaegerQuery:
         if self.operation:
             params["operation"] = self.operation
         return f"{self.url}/api/traces?{urllib.parse.urlencode(params)}"
+
+
+def _now_us(now_s: float | None) -> int:
+    """Epoch microseconds: `now_s` (seconds) when given, else the clock's wall-clock now."""
+    return default_clock().now_ns() // 1000 if now_s is None else int(now_s * 1e6)
 
 
 def parse_lookback(text: str) -> float:
@@ -240,7 +245,7 @@ def jaeger_pages(query: JaegerQuery, problems: list[str], *, page_traces: int = 
     Only one page of spans is held at a time (and the ids of the traces read). `progress(traces,
     end_us)` after each page. Problems (unreachable, bad answers) name the URL and stop the
     paging; what was read stays read."""
-    end_us = int((time.time() if now_s is None else now_s) * 1e6)
+    end_us = _now_us(now_s)
     start_us = end_us - int(parse_lookback(query.lookback) * 1e6)
     seen: set[str] = set()
     wanted = query.limit if query.limit > 0 else None

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from urllib.parse import urlsplit
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.errors import ReplayError
 from agenttrace.telemetry.exit import call_within
 from agenttrace.telemetry.exporters import otlp_exporter
@@ -167,7 +167,8 @@ def replay_spans(
     """
     if batch_size < 1:
         raise ValueError(f"batch size must be at least 1, not {batch_size}")
-    started = time.perf_counter()
+    clock = default_clock()
+    started = clock.now_ns()
     if check and exporter is None:
         check_reachable(endpoint, protocol, min(timeout_s, 5.0))
     exporter = exporter or otlp_exporter(endpoint, protocol, timeout_s=timeout_s)
@@ -194,4 +195,4 @@ def replay_spans(
                     on_batch(sent, len(spans))
     finally:
         call_within(lambda: _close(exporter), _CLOSE_S, "agenttrace-replay-close")
-    return ReplayResult(endpoint, protocol, sent, batches, time.perf_counter() - started)
+    return ReplayResult(endpoint, protocol, sent, batches, elapsed_s(clock, started))

@@ -21,7 +21,6 @@ j >= P - 2 + m; the loss counts those pairs only (the prompt is context, not a t
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.generation.heads import EagleHead, MedusaHeads
 from agenttrace.training.data import TrainingSequence
 
@@ -269,7 +269,8 @@ def fit(head: EagleHead | MedusaHeads, train: Sequence[TrainingSequence], heldou
     eagle = isinstance(head, EagleHead)
     measure = (lambda: eagle_acceptance(head, heldout, settings.unroll + 1)) if eagle else \
         (lambda: medusa_acceptance(head, heldout, head.config.depth))
-    t0 = time.perf_counter()
+    clock = default_clock()
+    t0 = clock.now_ns()
     for epoch in range(start_epoch, settings.epochs):
         head.train()
         order = torch.randperm(len(train), generator=gen).tolist()
@@ -292,8 +293,8 @@ def fit(head: EagleHead | MedusaHeads, train: Sequence[TrainingSequence], heldou
         head.eval()
         report.loss.append(sum(losses) / max(len(losses), 1))
         report.heldout.append(measure() if heldout else [])
-        report.seconds += time.perf_counter() - t0
-        t0 = time.perf_counter()
+        report.seconds += elapsed_s(clock, t0)
+        t0 = clock.now_ns()
         if checkpoint is not None:
             checkpoint.parent.mkdir(parents=True, exist_ok=True)
             tmp = checkpoint.with_suffix(".tmp")

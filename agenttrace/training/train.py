@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.training.fit import FitSettings
 
 __all__ = ["TrainOptions", "TrainResult", "train_drafter", "DATA_RECIPE"]
@@ -121,13 +121,14 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
     if opts.threads:
         torch.set_num_threads(opts.threads)
     seconds: dict[str, float] = {}
-    t = time.perf_counter()
+    clock = default_clock()
+    t = clock.now_ns()
     loaded = load_model(opts.model)
     model, tokenizer = loaded.model, loaded.tokenizer
     target = fingerprint(model)
     folder = opts.data_dir or _default_data_dir(target)
     out_dir = opts.out_dir or default_heads_dir()
-    seconds["load"] = time.perf_counter() - t
+    seconds["load"] = elapsed_s(clock, t)
     prompts = training_prompts()[: opts.limit] if opts.limit else training_prompts()
     encoded = [(p.id, p.source, p.split, encode_chat(tokenizer, p.messages), p.max_tokens) for p in prompts]
     eos = {tokenizer.eos_token_id, *([model.generation_config.eos_token_id] if isinstance(
@@ -137,7 +138,7 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn())
     with Progress(*columns, console=console) as progress:
-        t = time.perf_counter()
+        t = clock.now_ns()
         task = progress.add_task("answering the prompts (batched, greedy)", total=len(encoded))
         records = datamod.answer_prompts(model, encoded, folder / "answers.jsonl", eos=eos, pad=pad,
                                          batch_size=opts.batch_size, progress=lambda n: progress.advance(task, n))
@@ -152,13 +153,13 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
                                              seed=opts.fit.seed, progress=lambda n: progress.advance(task, n)) | records
             wanted |= {e[0] for e in extra}
         records = {k: v for k, v in records.items() if k in wanted}
-        seconds["answer"] = time.perf_counter() - t
-        t = time.perf_counter()
+        seconds["answer"] = elapsed_s(clock, t)
+        t = clock.now_ns()
         task = progress.add_task("recording the target's features", total=len(records))
         # the shards are numbered over this set of sequences: another set gets its own folder
         shards = folder / f"features-{_digest(' '.join(sorted(records)))}"
         datamod.record_features(model, records, shards, progress=lambda n: progress.advance(task, n))
-        seconds["features"] = time.perf_counter() - t
+        seconds["features"] = elapsed_s(clock, t)
     seqs = datamod.load_sequences(shards)
     train = [s for s in seqs if s.split == "train"]
     heldout = [s for s in seqs if s.split == "heldout"]
@@ -177,12 +178,12 @@ def train_drafter(opts: TrainOptions, console=None) -> TrainResult:
         head.draft_ids = draft_ids.clone()
         bind_to(head, model)
         steps = (len(train) + opts.fit.accumulate - 1) // opts.fit.accumulate * opts.fit.epochs
-        t = time.perf_counter()
+        t = clock.now_ns()
         with Progress(*columns, TextColumn("loss {task.fields[loss]:.3f}"), console=console) as progress:
             task = progress.add_task(f"training the {kind} head", total=steps * opts.fit.accumulate, loss=0.0)
             report = fit(head, train, heldout, opts.fit, checkpoint=folder / _checkpoint_name(kind, opts, draft_ids),
                          progress=lambda n, loss: progress.update(task, advance=n, loss=loss))
-        seconds[f"train {kind}"] = time.perf_counter() - t
+        seconds[f"train {kind}"] = elapsed_s(clock, t)
         depth = opts.fit.unroll + 1 if kind == "eagle" else opts.medusa_depth
         measure = eagle_acceptance if kind == "eagle" else medusa_acceptance
         accept[kind] = report.heldout[-1] if report.heldout else measure(head, heldout, depth)

@@ -1,15 +1,16 @@
 """The process `agenttrace bench` starts to measure cold start: import, load the model, run one
-task, and write when each of those happened (CLOCK_MONOTONIC, shared by every process on the
-machine, so the parent can subtract the moment it started this one).
+task, and write when each of those happened, on `agenttrace.clock`'s real clock (epoch-aligned
+nanoseconds, the time base every process's spans share, so the parent can subtract the moment it
+started this one).
 
     python -m agenttrace.bench.harness.coldstart_child --options JSON --arm ARM --task ID --result FILE
 """
 
 from __future__ import annotations
 
-import time
+from agenttrace.clock import default_clock  # standard library only: nothing heavy before _T_MAIN
 
-_T_MAIN = time.monotonic_ns()  # the interpreter is up and this module is being imported
+_T_MAIN = default_clock().now_ns()  # the interpreter is up and this module is being imported
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -46,21 +47,20 @@ def main(argv: list[str] | None = None) -> int:
     from agenttrace.generation.models import load_model
     from agenttrace.testing import capture_telemetry
 
-    t_imports = time.monotonic_ns()
+    clock = default_clock()
+    t_imports = clock.now_ns()
     opts = HarnessOptions.from_json(json.loads(args.options))
     if opts.threads:
         torch.set_num_threads(opts.threads)
     loaded = load_model(opts.model, device=opts.device, dtype=opts.dtype, quantize=opts.quantize)
-    t_loaded = time.monotonic_ns()
+    t_loaded = clock.now_ns()
     suite = load_suite("tool_calls")
     task = next(t for t in suite.tasks if t.id == args.task)
-    from agenttrace.clock import default_clock
-
-    tel, memory = capture_telemetry(default_clock())  # real clock, spans kept in memory
+    tel, memory = capture_telemetry(clock)  # real clock, spans kept in memory
     agent = suite.build_agent(build_model(args.arm, loaded, opts), tel)
-    t_agent = time.monotonic_ns()
+    t_agent = clock.now_ns()
     agent.run(task)
-    t_end = time.monotonic_ns()
+    t_end = clock.now_ns()
     ttvtc, outcome = _first_valid_call_s(memory.get_finished_spans())
     result = {
         "main_ns": _T_MAIN, "imports_ns": t_imports, "loaded_ns": t_loaded, "agent_ns": t_agent, "end_ns": t_end,

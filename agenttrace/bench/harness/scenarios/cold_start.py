@@ -1,12 +1,13 @@
 """Cold start: a fresh process, from its start to the first valid tool call.
 
 Each start is `python -m agenttrace.bench.harness.coldstart_child` (imports, model load, one
-tool-call task), timed from just before the parent starts it, on CLOCK_MONOTONIC, which every
-process on the machine shares. Warm: the converted model is in the cache (the usual case),
-`cold_start_repeats` times per arm. Cold: a fresh, empty AGENTTRACE_CACHE_DIR, so the bundled GGUF
-is converted first (about 30 s); once, with the baseline arm, since the conversion does not depend
-on the arm. The operating system's page cache is not dropped (that needs root and disturbs the
-other users of the machine): "cold" is the model cache, not the disk.
+tool-call task), timed from just before the parent starts it, on `default_clock()` in both
+processes (epoch-aligned nanoseconds: one time base across processes, as spans are). Warm: the
+converted model is in the cache (the usual case), `cold_start_repeats` times per arm. Cold: a
+fresh, empty AGENTTRACE_CACHE_DIR, so the bundled GGUF is converted first (about 30 s); once, with
+the baseline arm, since the conversion does not depend on the arm. The operating system's page
+cache is not dropped (that needs root and disturbs the other users of the machine): "cold" is the
+model cache, not the disk.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from agenttrace.bench.harness.records import Check, ScenarioResult
 from agenttrace.bench.harness.scenarios.common import ScenarioContext
-from agenttrace.clock import elapsed_s
+from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.report.stats import distribution
 
 TASK_ID = "weather-paris"
@@ -59,7 +59,8 @@ def _start(ctx: ScenarioContext, arm: str, cache_dir: str | None) -> Start:
         result = Path(tmp) / "start.json"
         cmd = [sys.executable, "-m", "agenttrace.bench.harness.coldstart_child", "--options",
                json.dumps(ctx.opts.to_json()), "--arm", arm, "--task", TASK_ID, "--result", str(result)]
-        t0 = time.monotonic_ns()
+        # the real clock, not ctx.clock: the child's readings are on it, across the process boundary
+        t0 = default_clock().now_ns()
         try:
             proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, timeout=START_TIMEOUT_S)
         except subprocess.TimeoutExpired:
