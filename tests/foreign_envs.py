@@ -39,7 +39,7 @@ ENVIRONMENTS: dict[str, list[str]] = {
     "openllmetry": [OPENAI, "opentelemetry-instrumentation-openai==0.62.4", *OTEL],
     "pydantic-ai": ["pydantic-ai-slim==2.68.0", *OTEL],
     # what `agenttrace run` needs in a program's environment: the instrumentation, the SDK and the
-    # OTLP/HTTP exporter (tests/test_run_command.py)
+    # OTLP/HTTP exporter (tests/profiling/test_run_command.py)
     "openinference-otlp": [OPENAI, "openinference-instrumentation-openai==0.1.66", "openinference-instrumentation==0.1.72",
                            "openinference-semantic-conventions==0.1.42", "opentelemetry-sdk==1.45.2",
                            "opentelemetry-exporter-otlp-proto-http==1.45.2"],

@@ -1,5 +1,5 @@
 """One tool-calling agent loop over the real `openai` client, traced in turn by the ecosystem's
-instrumentations or by agenttrace, writing OTLP/JSON lines. Run by tests/test_foreign_traces.py,
+instrumentations or by agenttrace, writing OTLP/JSON lines. Run by tests/traces/test_foreign_traces.py,
 each mode in the environment that has its packages (tests/cached_venv.py); it imports agenttrace
 only in the modes that use it.
 

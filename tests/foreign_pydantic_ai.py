@@ -1,6 +1,6 @@
 """The same weather loop as tests/foreign_loop.py, as a pydantic-ai agent on a `FunctionModel`
 (no network) with pydantic-ai's native instrumentation, writing OTLP/JSON lines. Run by
-tests/test_foreign_traces.py in the pydantic-ai environment.
+tests/traces/test_foreign_traces.py in the pydantic-ai environment.
 
     python foreign_pydantic_ai.py OUT.jsonl
 

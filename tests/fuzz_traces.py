@@ -1,4 +1,4 @@
-"""A seeded corpus of malformed and adversarial trace files (issue 19), for tests/test_fuzz_traces.py.
+"""A seeded corpus of malformed and adversarial trace files (issue 19), for tests/traces/test_fuzz_traces.py.
 
 `build_corpus(folder, seed)` writes the files and returns them with the kind of damage each
 carries. Every file starts from a real recorded task (traces/samples/) or a small Jaeger trace and

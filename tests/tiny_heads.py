@@ -18,7 +18,7 @@ from agenttrace.generation.heads import EagleHead, HeadConfig, MedusaHeads, init
 from agenttrace.training import data as datamod
 from agenttrace.training.data import TrainingSequence
 from agenttrace.training.fit import FitSettings, choose_draft_vocab, fit
-from tests.test_quantize import small
+from tests.generation.test_quantize import small
 
 SYSTEM = list(range(10, 26))  # a shared "system prompt": sequences reuse its KV cache
 EOS = 2

@@ -19,7 +19,7 @@ _AGENT, _MODEL, _TOOL = "bench", "bench-model", "weather"
 # The writer below formats OTLP/JSON by hand rather than building SDK spans for the official
 # encoder (`opentelemetry-exporter-otlp-json-common`'s encode_spans, which our trace-file exporter
 # uses): that encoder costs ~106 us a span against ~62 us by hand (20k spans), so making the
-# 1M-span trace (~80 s) would take ~45 s longer. tests/test_bench_report.py checks that each line
+# 1M-span trace (~80 s) would take ~45 s longer. tests/bench/test_bench_report.py checks that each line
 # written is what the official encoder writes for the same spans.
 def _attr(key: str, value: object) -> str:
     if isinstance(value, bool):

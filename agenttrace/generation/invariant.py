@@ -8,7 +8,7 @@ last-bit difference becomes a 0.4% change of one input now and then: greedy text
 with the verify widths the adaptive controller chose, run to run.
 
 On this project's CPUs the bf16 linear kernels and torch's packed int8/int4 kernels give each row
-the same bits whatever the number of rows (tests/test_quantize.py checks it), and norms, rotary
+the same bits whatever the number of rows (tests/generation/test_quantize.py checks it), and norms, rotary
 embeddings and activations work per row; attention is what mixes a pass's rows. This attention
 computes a short pass (up to `ROWWISE_MAX_ROWS` queries: decode and verify) one query at a time,
 each over exactly the keys it may see, by the same sdpa call a one-token step makes there: so each

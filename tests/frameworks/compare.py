@@ -1,4 +1,4 @@
-"""A recorded framework trace's report beside its ground truth: what tests/test_framework_traces.py
+"""A recorded framework trace's report beside its ground truth: what tests/traces/test_framework_traces.py
 asserts and what record.py prints after each recording.
 
 Exact: the number of tasks, and per task its outcome, steps (outcome and attempts each), attempts

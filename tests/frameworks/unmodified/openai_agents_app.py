@@ -1,6 +1,6 @@
 """A weather agent on the OpenAI Agents SDK, written as its docs show, with no tracing code:
 `agenttrace run -- python openai_agents_app.py` profiles it through the installed
-`openinference-instrumentation-openai-agents` (tests/test_run_command.py). The model server
+`openinference-instrumentation-openai-agents` (tests/profiling/test_run_command.py). The model server
 comes from OPENAI_BASE_URL (the scripted fake of tests/frameworks/fake_llm.py)."""
 
 from __future__ import annotations

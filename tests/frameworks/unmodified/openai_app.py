@@ -1,5 +1,5 @@
 """A plain tool-calling loop on the `openai` client, with no tracing code at all: what
-`agenttrace run` must profile unmodified (tests/test_run_command.py). The server and key come
+`agenttrace run` must profile unmodified (tests/profiling/test_run_command.py). The server and key come
 from OPENAI_BASE_URL and OPENAI_API_KEY (the loopback fake of tests/fake_openai.py).
 
     python openai_app.py [ok | raise | wait | exit=N]

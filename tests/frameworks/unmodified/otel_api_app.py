@@ -1,7 +1,7 @@
 """A program whose library records GenAI spans through the OpenTelemetry API alone, as AutoGen
 and Google ADK do: no SDK set up, no exporter, nothing for agenttrace. Under `agenttrace run` the
 spans reach the trace file because the bootstrap sets the global provider
-(tests/test_run_command.py, tests/test_profile.py).
+(tests/profiling/test_run_command.py, tests/profiling/test_profile.py).
 
     python otel_api_app.py [ok | raise | wait | exit=N] [TASKS]
 

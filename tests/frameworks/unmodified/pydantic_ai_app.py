@@ -1,7 +1,7 @@
 """A weather agent on pydantic-ai, written as its docs show, with no tracing code:
 `agenttrace run -- python pydantic_ai_app.py` profiles it through pydantic-ai's native
 instrumentation, which the bootstrap turns on (`Agent.instrument_all`) when pydantic_ai is
-imported (tests/test_run_command.py). The model server comes from OPENAI_BASE_URL (the scripted
+imported (tests/profiling/test_run_command.py). The model server comes from OPENAI_BASE_URL (the scripted
 fake of tests/frameworks/fake_llm.py)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A weather agent on smolagents' ToolCallingAgent, written as its docs show, with no tracing
 code: `agenttrace run -- python smolagents_app.py` profiles it through the installed
-`openinference-instrumentation-smolagents` (tests/test_run_command.py). The model server comes
+`openinference-instrumentation-smolagents` (tests/profiling/test_run_command.py). The model server comes
 from OPENAI_BASE_URL (the scripted fake of tests/frameworks/fake_llm.py)."""
 
 from __future__ import annotations
