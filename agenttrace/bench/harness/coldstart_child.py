@@ -17,17 +17,13 @@ import json  # noqa: E402
 import sys  # noqa: E402
 
 
-def _first_valid_call_s(spans) -> tuple[float | None, str | None]:
-    """(agent start -> end of the first validation that passed, the task outcome) from spans."""
-    from agenttrace import semconv as sc
+def _first_valid_call_s(trace: str) -> tuple[float | None, str | None]:
+    """(the task's time to valid tool call, its outcome) as the report computes them from the
+    trace, so the cold start's first valid call is SPANS.md's TTVTC, defined in one place."""
+    from agenttrace.report.build import report_from_files
 
-    agent = next((s for s in spans if s.attributes.get(sc.SEGMENT) == sc.Segment.AGENT), None)
-    ok = [s.end_time for s in spans
-          if s.attributes.get(sc.SEGMENT) == sc.Segment.VALIDATION and s.attributes.get(sc.VALIDATION_OK) is True]
-    if agent is None:
-        return None, None
-    outcome = agent.attributes.get(sc.TASK_OUTCOME)
-    return ((min(ok) - agent.start_time) / 1e9 if ok else None), outcome
+    tasks = report_from_files([trace]).tasks
+    return (tasks[0].ttvtc_s, tasks[0].outcome) if tasks else (None, None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,12 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     t_loaded = clock.now_ns()
     suite = load_suite("tool_calls")
     task = next(t for t in suite.tasks if t.id == args.task)
-    tel, memory = capture_telemetry(clock)  # real clock, spans kept in memory
+    trace = args.result + ".trace.jsonl"
+    tel, _ = capture_telemetry(clock, trace_file=trace)  # real clock; the report reads the file after
     agent = suite.build_agent(build_model(args.arm, loaded, opts), tel)
     t_agent = clock.now_ns()
     agent.run(task)
     t_end = clock.now_ns()
-    ttvtc, outcome = _first_valid_call_s(memory.get_finished_spans())
+    tel.shutdown()
+    ttvtc, outcome = _first_valid_call_s(trace)
     result = {
         "main_ns": _T_MAIN, "imports_ns": t_imports, "loaded_ns": t_loaded, "agent_ns": t_agent, "end_ns": t_end,
         "first_valid_ns": None if ttvtc is None else t_agent + int(ttvtc * 1e9),
