@@ -1,51 +1,49 @@
 """The generation loop: prefill, then decode one token at a time or speculatively, until EOS,
 a stop string or the token budget; with the timings the telemetry layer turns into spans.
 
-Per round, with a drafter: draft up to k tokens, score (pending token + draft) in one target
-forward pass, keep the verified prefix plus the target's own next token, crop the cache back.
-Without a draft (no drafter, nothing proposed, or after a fallback) a round is one plain step.
-
-With a grammar `matcher` every sampled position is masked first: the first token, each plain
-step, and every position of a verify pass. A drafted token the grammar refuses ends the draft
-there before verification (when that cannot change the output distribution: greedy, or a
-deterministic drafter; a sampling drafter's refused token is left to rejection, which refuses it
-for certain and draws the correction from the masked residual). After a rejection the matcher
-rolls back to the accepted prefix; generation ends when the grammar is complete.
+Each round (draft, one target pass to verify it, accept, roll back) is round.py's, which the
+batching engine's requests share; what is this loop's own is running the pass (and metering it),
+the call's lifetime (prefill, cancellation, streaming, the prefix cache) and when speculation
+stops paying (its controller's fallback).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from transformers import PreTrainedModel
+from transformers import Cache, PreTrainedModel
 
 from agenttrace.clock import Clock
 from agenttrace.core.chat import CancelToken, ConstrainStats, GenerationParams, SpecRound
 from agenttrace.core.roofline import RooflineMeter
-from agenttrace.errors import GenerationCancelled
+from agenttrace.errors import GrammarDeadEnd
 from agenttrace.generation import kv, sampling
 from agenttrace.generation.adaptive import KController
-from agenttrace.generation.constrain import GrammarDeadEnd, Matcher, apply_mask_
-from agenttrace.generation.drafters import Draft, Drafter
+from agenttrace.generation.constrain import Matcher
+from agenttrace.generation.drafters import Drafter
 from agenttrace.generation.features import FeatureLog
-from agenttrace.generation.prefix_cache import PrefixCache
-from agenttrace.generation.tree import TreeDraft, tree_inputs, verify_tree_greedy, verify_tree_sampled
-from agenttrace.generation.verify import verify_greedy, verify_sampled
+from agenttrace.generation.prefix_cache import Hit, PrefixCache
+from agenttrace.generation.round import (
+    Round,
+    StopCriteria,
+    accept,
+    cancelled,
+    dead_end,
+    draft_round,
+    feature_log,
+    finished,
+    hand_back,
+    open_cache,
+    pass_inputs,
+    record,
+    sample_into,
+    stream,
+)
+from agenttrace.generation.verify import verify_sampled
 
-_log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StopCriteria:
-    """When generation ends. `decode` turns token ids into text (for stop strings)."""
-
-    eos_ids: frozenset[int]
-    max_tokens: int
-    stop_strings: tuple[str, ...] = ()
-    decode: Callable[[Sequence[int]], str] | None = None
+__all__ = ["Decoded", "StopCriteria", "generate"]
 
 
 @dataclass
@@ -72,114 +70,11 @@ class Decoded:
         return (self.end_ns - self.first_token_ns) / 1e9
 
 
-def _first_stop(tokens: list[int], checked: int, stop: StopCriteria) -> tuple[int, str] | None:
-    """Where the output must end, looking at tokens from index `checked` on.
-
-    Returns (length to keep, finish reason). EOS is kept in the token list (it was generated);
-    for a stop string the kept tokens are the shortest prefix whose text contains it, so plain
-    and speculative decoding cut the same token stream at the same place.
-    """
-    for i in range(checked, len(tokens)):
-        if tokens[i] in stop.eos_ids:
-            return i + 1, "stop"
-        if i + 1 >= stop.max_tokens:
-            cut = (i + 1, "length")
-            break
-    else:
-        cut = None
-    if stop.stop_strings and stop.decode is not None:
-        end = cut[0] if cut else len(tokens)
-        for n in range(max(checked, 1), end + 1):
-            text = stop.decode(tokens[:n])
-            if any(s in text for s in stop.stop_strings):
-                return n, "stop"
-    return cut
-
-
-def _finished(tokens: list[int], checked: int, stop: StopCriteria, matcher: Matcher | None) -> tuple[int, str] | None:
-    """`_first_stop`, and the end of a complete grammar (nothing more can follow)."""
-    result = _first_stop(tokens, checked, stop)
-    if result is None and matcher is not None and matcher.stopped:
-        return len(tokens), "stop"
-    return result
-
-
-def _constrain_draft(matcher: Matcher, draft: Draft, params: GenerationParams) -> tuple[Draft, torch.Tensor, int]:
-    """The draft to verify, the grammar masks of its verify positions, and how many drafted
-    tokens the matcher consumed. A refused token ends the draft when cutting it cannot change
-    the output distribution: greedy (a refused token never is the masked argmax) or a
-    deterministic drafter (its one-hot q leaves the residual equal to the masked p). A sampling
-    drafter's draft stays whole: cutting it where q put mass on refused tokens would bias the
-    next token, while rejection refuses that token for certain and corrects from the residual."""
-    masks, consumed, must_cut = matcher.masks_along(draft.tokens)
-    assert masks is not None
-    n = len(draft.tokens)
-    if consumed < n and (must_cut or params.greedy or draft.probs is None):
-        matcher.drafts_cut += n - consumed
-        probs = draft.probs[:consumed] if draft.probs is not None else None
-        return Draft(draft.tokens[:consumed], probs), masks[: consumed + 1], consumed
-    return draft, masks, consumed
-
-
-def _fit_vocab(q: torch.Tensor, vocab: int) -> torch.Tensor:
-    """A drafter's q over the target's vocabulary (draft heads are sometimes padded differently;
-    tokens outside the target's vocabulary get no mass, which rejection then corrects)."""
-    if q.shape[-1] == vocab:
-        return q
-    if q.shape[-1] > vocab:
-        q = q[..., :vocab]
-        return q / q.sum(-1, keepdim=True).clamp_min(1e-30)
-    return torch.nn.functional.pad(q, (0, vocab - q.shape[-1]))
-
-
-def _verify_tree(model, tree: TreeDraft, pending: int, base: int, cache, feats: FeatureLog | None,
-                 params: GenerationParams, rng) -> tuple[list[int], int]:
-    """Score a draft tree in one pass and keep its accepted path in the cache (and its features):
-    the accepted tokens and the target's next one."""
-    ids, positions, visible = tree_inputs(tree, pending, base)
-    logits, hidden = kv.forward_features(model, ids, cache, positions=positions, visible=visible)  # [n+1, V]
-    if params.greedy:
-        path, nxt = verify_tree_greedy(tree, logits)
-    else:
-        path, nxt = verify_tree_sampled(tree, sampling.probabilities(logits, params), rng)
-    rows = [node + 1 for node in path]
-    kv.keep_path(cache, base, rows)
-    if feats is not None:
-        feats.add(hidden[[0, *rows]])
-    return [tree.tokens[node] for node in path], nxt
-
-
-def _propose(drafter: Drafter, context: list[int], k: int, params: GenerationParams,
-             features: FeatureLog | None = None) -> tuple[Draft | None, str | None]:
-    try:
-        if features is not None:
-            draft = drafter.propose(context, k, params, features=features.view())  # type: ignore[call-arg]
-        else:
-            draft = drafter.propose(context, k, params)
-        if isinstance(draft, TreeDraft):
-            return draft, None
-    except Exception as exc:  # a broken drafter must not cost the answer: decode plainly instead
-        _log.warning("drafter %s failed, decoding without it: %r", drafter.method, exc)
-        return None, f"drafter_error: {type(exc).__name__}"
-    return Draft(draft.tokens[:k], draft.probs[:k] if draft.probs is not None else None), None
-
-
-def generate(
-    model: PreTrainedModel,
-    prompt_ids: list[int],
-    params: GenerationParams,
-    stop: StopCriteria,
-    clock: Clock,
-    *,
-    drafter: Drafter | None = None,
-    num_speculative_tokens: int = 0,
-    controller: KController | None = None,
-    prefix_cache: PrefixCache | None = None,
-    cancel: CancelToken | None = None,
-    on_tokens: Callable[[list[int]], None] | None = None,
-    matcher: Matcher | None = None,
-    meter: RooflineMeter | None = None,
-) -> Decoded:
+def generate(model: PreTrainedModel, prompt_ids: list[int], params: GenerationParams, stop: StopCriteria, clock: Clock,
+             *, drafter: Drafter | None = None, num_speculative_tokens: int = 0, controller: KController | None = None,
+             prefix_cache: PrefixCache | None = None, cancel: CancelToken | None = None,
+             on_tokens: Callable[[list[int]], None] | None = None, matcher: Matcher | None = None,
+             meter: RooflineMeter | None = None) -> Decoded:
     """Generate after `prompt_ids`. Greedy output is identical with and without a drafter and
     with and without a prefix cache; sampled output has the same distribution.
 
@@ -189,9 +84,9 @@ def generate(
     on_tokens: called on the generating thread after prefill and after every round with all
     tokens generated so far (for streaming; it may include tokens past a stop string, which the
     final result cuts); an exception it raises ends the call.
-    matcher: constrain every token to its grammar (see the module docstring); a dead end (no
-    token allowed before the grammar is complete) ends the output there, recorded on the
-    matcher's stats, and the caller decides what that means.
+    matcher: constrain every token to its grammar (see round.py); a dead end (no token allowed
+    before the grammar is complete) ends the output there, recorded on the matcher's stats, and
+    the caller decides what that means.
     meter: sums each pass (FLOPs, bytes, seconds) by phase for the generation's roofline.
     """
     start = clock.now_ns()
@@ -199,175 +94,95 @@ def generate(
     speculating = drafter is not None and num_speculative_tokens > 0
     if speculating and controller is None:
         controller = KController(num_speculative_tokens, adaptive=False)
-    fallback: str | None = None
-    if controller is not None:
-        fallback = controller.start_generation() if speculating else None
+    fallback = controller.start_generation() if speculating else None  # type: ignore[union-attr]
     # A drafter that reads the target's features (EAGLE, Medusa) gets them for every confirmed
     # position: from the prefix cache, the prefill and each pass, which compute them anyway.
     reads = speculating and getattr(drafter, "reads_features", False)
-    feats: FeatureLog | None = None
-    cache = hit = None
-    finished = False
+    grammar = matcher if matcher is not None and matcher.active else None
+    room = len(prompt_ids) + stop.max_tokens  # what a static (compiled) cache must hold
+    out: list[int] = []
+    rounds: list[SpecRound] = []
+    passes = 0
+    cache = hit = feats = None
+    done = False
     try:
         with torch.inference_mode():
             prefill_start = clock.now_ns()
-            room = len(prompt_ids) + stop.max_tokens  # what a static (compiled) cache must hold
-            if prefix_cache is not None:
-                hit = prefix_cache.take(model, prompt_ids, room, features=reads)
-                cache, cached = hit.cache, hit.length
-            else:
-                hit, cache, cached = None, kv.new_cache(model, room), 0
-            if reads:
-                logits, hidden = kv.forward_features(model, prompt_ids[cached:], cache, last_only=True)  # [1, V]
-                feats = FeatureLog(hidden if hit is None or hit.features is None else
-                                  torch.cat([hit.features.to(hidden.dtype), hidden]), room + num_speculative_tokens + 1)
-            else:
-                logits = kv.prefill(model, prompt_ids[cached:], cache)  # [1, V]
+            hit, cache, cached = open_cache(model, prompt_ids, room, prefix_cache, reads)
+            logits, feats = _prefill(model, prompt_ids, cached, hit, cache, reads, room + num_speculative_tokens + 1)
             if meter is not None:
                 meter.add("prefill", [(cached, len(prompt_ids) - cached)], 1, (clock.now_ns() - prefill_start) / 1e9)
-            constrained = matcher is not None and matcher.active
-            out: list[int] = []
-            rounds: list[SpecRound] = []
-            passes = 0
             # The first mask is timed as constrain, not prefill: the prefill span ends before it.
             prefill_end = clock.now_ns()
             try:
-                if constrained:
-                    matcher.mask_(logits[-1])  # type: ignore[union-attr]
-                out.append(sampling.choose(logits[-1], params, rng))
-                if constrained:
-                    matcher.advance(out[-1])  # type: ignore[union-attr]
+                sample_into(out, logits[-1], params, rng, grammar)
                 first_token = clock.now_ns()
-                if not constrained:
-                    prefill_end = first_token
-                if on_tokens is not None:
-                    on_tokens(list(out))
-                result = _finished(out, 0, stop, matcher)
-                while result is None:
-                    if cancel is not None and cancel.cancelled:
-                        raise GenerationCancelled(f"generation cancelled after {len(out)} tokens")
+                prefill_end = first_token if grammar is None else prefill_end
+                stream(on_tokens, out, None)
+                result = finished(out, 0, stop, matcher)
+                while result is None and not (cancel is not None and cancel.cancelled):
                     checked = len(out)
-                    # Cache invariant: it holds prompt + out[:-1]; out[-1] is pending.
-                    base = len(prompt_ids) + len(out) - 1
-                    draft: Draft | None = None
-                    if speculating and fallback is None:
-                        k = min(controller.next_k(), stop.max_tokens - len(out) - 1)  # type: ignore[union-attr]
-                        if k > 0:
-                            draft_start = clock.now_ns()
-                            draft, fallback = _propose(drafter, prompt_ids + out, k, params, feats)  # type: ignore[arg-type]
-                            draft_end = clock.now_ns()
-
-                    if isinstance(draft, TreeDraft) and (constrained or not len(draft)):
-                        draft = Draft(draft.chain())  # the grammar's masks follow one path: the best
-                    masks, consumed = None, 0
-                    if constrained and draft is not None and draft.tokens:
-                        draft, masks, consumed = _constrain_draft(matcher, draft, params)  # type: ignore[arg-type]
-                    if isinstance(draft, TreeDraft):
-                        verify_start = clock.now_ns()
-                        kept, nxt = _verify_tree(model, draft, out[-1], base, cache, feats, params, rng)
-                        if meter is not None:
-                            meter.add(f"verify@{len(draft) + 1}", [(base, len(draft) + 1)], len(draft) + 1,
-                                      (clock.now_ns() - verify_start) / 1e9)
-                        out += kept
-                        out.append(nxt)
-                        rnd = SpecRound(draft_start, draft_end, verify_start, clock.now_ns(), len(draft), len(kept), k,
-                                        tree_depth=draft.depth)
-                        rounds.append(rnd)
-                        # the controller sees a tree as a chain of its depth: k is the depth it asks for
-                        controller.record_round(draft.depth, len(kept), rnd.draft_s, rnd.verify_s, k)  # type: ignore[union-attr]
-                        fallback = fallback or controller.fallback_reason()  # type: ignore[union-attr]
-                    elif draft is not None and draft.tokens:
-                        n = len(draft.tokens)
-                        verify_start = clock.now_ns()
-                        if feats is not None:
-                            logits, hidden = kv.forward_features(model, [out[-1], *draft.tokens], cache)  # [n+1, V]
-                        else:
-                            logits = kv.forward(model, [out[-1], *draft.tokens], cache)  # [n+1, V]
-                        if meter is not None:
-                            meter.add(f"verify@{n + 1}", [(base, n + 1)], n + 1, (clock.now_ns() - verify_start) / 1e9)
-                        if masks is not None:
-                            apply_mask_(logits, masks)
-                        if params.greedy:
-                            accepted, nxt = verify_greedy(draft.tokens, logits)
-                        else:
-                            q = _fit_vocab(draft.probs.to(logits.device), logits.shape[-1]) if draft.probs is not None else None
-                            accepted, nxt = verify_sampled(draft.tokens, q, sampling.probabilities(logits, params), rng)
-                        kv.crop(cache, base + 1 + accepted)
-                        if feats is not None:  # the pending token's and the accepted drafts' features
-                            feats.add(hidden[: accepted + 1])
-                        out += draft.tokens[:accepted]
-                        if not constrained:
-                            out.append(nxt)
-                        elif accepted <= consumed:  # (more: a drafted EOS was accepted, the output ends there)
-                            matcher.rollback(consumed - accepted)  # type: ignore[union-attr]
-                            if not matcher.stopped:  # type: ignore[union-attr]
-                                # (a complete grammar takes no more tokens: plain decoding stops here too)
-                                out.append(nxt)
-                                matcher.advance(nxt)  # type: ignore[union-attr]
-                        rnd = SpecRound(draft_start, draft_end, verify_start, clock.now_ns(), n, accepted, k)
-                        rounds.append(rnd)
-                        controller.record_round(n, accepted, rnd.draft_s, rnd.verify_s, k)  # type: ignore[union-attr]
-                        fallback = fallback or controller.fallback_reason()  # type: ignore[union-attr]
-                    else:
-                        step_start = clock.now_ns()
-                        if feats is not None:
-                            logits, hidden = kv.forward_features(model, [out[-1]], cache)  # [1, V]
-                            feats.add(hidden)
-                        else:
-                            logits = kv.forward(model, [out[-1]], cache)  # [1, V]
-                        if meter is not None:
-                            meter.add("decode", [(base, 1)], 1, (clock.now_ns() - step_start) / 1e9)
-                        if masks is not None:  # a draft the grammar refused whole: its first mask is this one
-                            apply_mask_(logits[-1], masks[0])
-                        elif constrained:
-                            matcher.mask_(logits[-1])  # type: ignore[union-attr]
-                        out.append(sampling.choose(logits[-1], params, rng))
-                        if constrained:
-                            matcher.advance(out[-1])  # type: ignore[union-attr]
-                        step_s = (clock.now_ns() - step_start) / 1e9
-                        if controller is not None and draft is not None:
-                            # The drafter was asked and found nothing: a round of the cost model.
-                            controller.record_no_draft(k, step_s)
-                        elif controller is not None:
-                            controller.record_plain_step(step_s)
+                    base = len(prompt_ids) + len(out) - 1  # the cache holds prompt + out[:-1]; out[-1] is pending
+                    ask = speculating and fallback is None
+                    k = min(controller.next_k(), stop.max_tokens - len(out) - 1) if ask else 0  # type: ignore
+                    rnd, failed = draft_round(drafter, prompt_ids, out, k, params, grammar, clock, feats)
+                    fallback = fallback or failed
+                    pass_start = clock.now_ns()
+                    logits, hidden = _forward(model, rnd, out[-1], base, cache, feats, meter, clock, pass_start)
+                    # verify_sampled by this module's name: test_constrain's negative control swaps it here
+                    accepted = accept(rnd, logits, hidden, out, base, cache, feats, grammar, params, rng,
+                                      verify_sampled)
+                    record(rnd, accepted, pass_start, clock.now_ns(), rounds, controller)
+                    # only a verified draft tells whether speculation pays
+                    fallback = fallback or (controller.fallback_reason() if rnd.kind != "step" else None)  # type: ignore
                     passes += 1
-                    result = _finished(out, checked, stop, matcher)
-                    if on_tokens is not None:
-                        on_tokens(list(out[: result[0]] if result else out))
+                    result = finished(out, checked, stop, matcher)
+                    stream(on_tokens, out, result)
+                if result is None:  # raised here: no frame but this one (cleared below) holds the cache
+                    raise cancelled(out)
             except GrammarDeadEnd as exc:
-                matcher.dead_end = str(exc)  # type: ignore[union-attr]
                 if not out:
                     first_token = clock.now_ns()
-                result = (len(out), "stop")
+                result = dead_end(matcher, exc, out)  # type: ignore[arg-type]
 
         keep, reason = result
         if prefix_cache is not None:
-            # Keep what plain decoding's cache would hold, prompt + out[:keep - 1]: a last round may
-            # have verified tokens past the stop (a drafted EOS and beyond). Otherwise the next call
-            # would reuse one more position here than without speculation and prefill a different
-            # suffix, and a variant whose prefill and decode kernels differ would then diverge.
-            kept = len(prompt_ids) + max(keep - 1, 0)
-            kv.crop(cache, kept)
-            prefix_cache.put(prompt_ids + out[:keep], cache, feats.view()[:kept].clone() if feats is not None else None)
-        finished = True
+            hand_back(prefix_cache, prompt_ids, out, keep, cache, feats)
+        done = True
         return Decoded(
-            tokens=out[:keep],
-            finish_reason=reason,
-            start_ns=start,
-            prefill_start_ns=prefill_start,
-            prefill_end_ns=prefill_end,
-            first_token_ns=first_token,
-            end_ns=clock.now_ns(),
-            prompt_tokens=len(prompt_ids),
-            cached_tokens=cached,
-            rounds=rounds,
-            fallback_reason=fallback,
-            forward_passes=passes,
-            constrain=matcher.stats() if matcher is not None else None,
+            tokens=out[:keep], finish_reason=reason, start_ns=start, prefill_start_ns=prefill_start,
+            prefill_end_ns=prefill_end, first_token_ns=first_token, end_ns=clock.now_ns(),
+            prompt_tokens=len(prompt_ids), cached_tokens=cached, rounds=rounds, fallback_reason=fallback,
+            forward_passes=passes, constrain=matcher.stats() if matcher is not None else None,
         )
     finally:
         # Release the KV memory (and the features) now, not whenever a traceback holding this
         # frame is dropped: `hit` holds the cache too.
         cache = hit = feats = None
-        if not finished and drafter is not None:
+        if not done and drafter is not None:
             drafter.reset()
+
+
+def _prefill(model: PreTrainedModel, prompt_ids: list[int], cached: int, hit: Hit | None, cache: Cache, reads: bool,
+             room: int) -> tuple[torch.Tensor, FeatureLog | None]:
+    """The prompt's pass after the `cached` tokens the prefix cache gave: logits [1, V] of its last
+    position, and the prompt's features (room for `room` rows) when the drafter reads them."""
+    if not reads:
+        return kv.prefill(model, prompt_ids[cached:], cache), None
+    logits, hidden = kv.forward_features(model, prompt_ids[cached:], cache, last_only=True)
+    return logits, feature_log(hit, hidden, room)
+
+
+def _forward(model: PreTrainedModel, rnd: Round, pending: int, base: int, cache: Cache, feats: FeatureLog | None,
+             meter: RooflineMeter | None, clock: Clock, start_ns: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The round's target pass: logits [n+1, V], and the features when a drafter reads them or a
+    tree is scored (only forward_features takes a tree's positions and mask)."""
+    ids, positions, visible = pass_inputs(rnd, pending, base)
+    if feats is not None or positions is not None:
+        logits, hidden = kv.forward_features(model, ids, cache, positions=positions, visible=visible)
+    else:
+        logits, hidden = kv.forward(model, ids, cache), None
+    if meter is not None:
+        phase = "decode" if rnd.kind == "step" else f"verify@{len(ids)}"
+        meter.add(phase, [(base, len(ids))], len(ids), (clock.now_ns() - start_ns) / 1e9)
+    return logits, hidden

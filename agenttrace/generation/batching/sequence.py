@@ -1,13 +1,12 @@
-"""One request inside the batch: the generation loop's steps (loop.py), cut where the batch's
+"""One request inside the batch: the generation loop's rounds (round.py), cut where the batch's
 shared forward pass goes.
 
 Per pass the engine asks each request for its segment (`plan_prefill`: the next chunk of its
 prompt; `plan_decode`: its pending token and the draft its drafter proposed for the k the policy
 allowed, a chain or a tree), runs them all in one pass, and hands each request its logits back
-(`absorb`). What a request does with them is what `loop.generate` does with its own pass's:
-greedy or sampled verification, the grammar's masks and rollback, the cache cropped to the
-accepted tokens, the features logged for a feature drafter, the stop criteria and streaming, so
-a request in a batch keeps every behaviour a call alone has.
+(`absorb`). What a request does with them is what `loop.generate` does with its own pass's, by
+the same round functions, so a request in a batch keeps every behaviour a call alone has; only
+the decision to stop speculating is the engine's policy's, not the request's controller's.
 """
 
 from __future__ import annotations
@@ -20,17 +19,32 @@ import torch
 from agenttrace.clock import Clock
 from agenttrace.core.chat import CancelToken, GenerationParams, SpecRound
 from agenttrace.core.roofline import RooflineMeter
-from agenttrace.errors import GenerationCancelled
-from agenttrace.generation import kv, sampling
+from agenttrace.errors import GrammarDeadEnd
+from agenttrace.generation import sampling
 from agenttrace.generation.adaptive import KController
 from agenttrace.generation.batching.passes import Segment
-from agenttrace.generation.constrain import GrammarDeadEnd, Matcher, apply_mask_
-from agenttrace.generation.drafters import Draft, Drafter
+from agenttrace.generation.constrain import Matcher
+from agenttrace.generation.drafters import Drafter
 from agenttrace.generation.features import FeatureLog
-from agenttrace.generation.loop import Decoded, StopCriteria, _constrain_draft, _finished, _fit_vocab, _propose
+from agenttrace.generation.loop import Decoded
 from agenttrace.generation.prefix_cache import PrefixCache
-from agenttrace.generation.tree import TreeDraft, tree_inputs, verify_tree_greedy, verify_tree_sampled
-from agenttrace.generation.verify import verify_greedy, verify_sampled
+from agenttrace.generation.round import (
+    PLAIN,
+    Round,
+    StopCriteria,
+    accept,
+    cancelled,
+    dead_end,
+    draft_round,
+    feature_log,
+    finished,
+    hand_back,
+    open_cache,
+    pass_inputs,
+    record,
+    sample_into,
+    stream,
+)
 
 __all__ = ["BatchStats", "Request", "Sequence"]
 
@@ -78,14 +92,10 @@ class BatchStats:
 
 @dataclass
 class _Plan:
-    kind: str  # "prefill", "step", "chain", "tree"
+    kind: str  # "prefill", or the round's kind: "step", "chain", "tree"
     segment: Segment
-    draft: Draft | TreeDraft | None = None
-    masks: torch.Tensor | None = None
-    consumed: int = 0
-    k: int = 0
-    draft_start: int = 0
-    draft_end: int = 0
+    round: Round = PLAIN
+    k: int = 0  # the k allowed (cut to the budget); the controller times a plain step only at 0
     final_chunk: bool = False
 
 
@@ -105,6 +115,7 @@ class Sequence:
         self.speculating = req.drafter is not None and req.num_speculative_tokens > 0
         self.reads = self.speculating and getattr(req.drafter, "reads_features", False)
         self.constrained = req.matcher is not None and req.matcher.active
+        self.grammar = req.matcher if self.constrained else None
         self.fallback: str | None = None
         if req.controller is not None and self.speculating:
             self.fallback = req.controller.start_generation()
@@ -128,11 +139,7 @@ class Sequence:
         is about to start (so it finds what requests prefilled before it offered)."""
         req = self.req
         room = len(req.prompt_ids) + req.stop.max_tokens
-        if req.prefix_cache is not None:
-            self.hit = req.prefix_cache.take(self.model, req.prompt_ids, room, features=self.reads)
-            self.cache, self.cached = self.hit.cache, self.hit.length
-        else:
-            self.cache, self.cached = kv.new_cache(self.model, room), 0
+        self.hit, self.cache, self.cached = open_cache(self.model, req.prompt_ids, room, req.prefix_cache, self.reads)
         self.prefilled = self.cached
 
     @property
@@ -164,58 +171,42 @@ class Sequence:
     def plan_decode(self, k: int) -> Segment:
         """The pending token and a draft of at most k tokens (0: a plain step)."""
         req, out = self.req, self.out
-        draft = None
-        plan = _Plan("step", Segment(self.cache, [out[-1]]), k=k)
+        rnd = PLAIN
         if self.speculating and self.fallback is None:
             k = min(k, req.stop.max_tokens - len(out) - 1)
-            plan.k = k
-            if k > 0:
-                plan.draft_start = self.clock.now_ns()
-                feats = self.feats
-                draft, self.fallback = _propose(req.drafter, req.prompt_ids + out, k, req.params, feats)  # type: ignore[arg-type]
-                plan.draft_end = self.clock.now_ns()
-        if isinstance(draft, TreeDraft) and (self.constrained or not len(draft)):
-            draft = Draft(draft.chain())  # the grammar's masks follow one path: the best
-        if self.constrained and draft is not None and draft.tokens:
-            draft, plan.masks, plan.consumed = _constrain_draft(req.matcher, draft, req.params)  # type: ignore[arg-type]
-        plan.draft = draft
-        base = len(req.prompt_ids) + len(out) - 1
-        if isinstance(draft, TreeDraft):
-            ids, positions, visible = tree_inputs(draft, out[-1], base)
-            plan.kind, plan.segment = "tree", Segment(self.cache, list(ids), positions=positions, visible=visible)
-        elif draft is not None and draft.tokens:
-            plan.kind, plan.segment = "chain", Segment(self.cache, [out[-1], *draft.tokens])
-        self.plan = plan
-        return plan.segment
+            rnd, self.fallback = draft_round(req.drafter, req.prompt_ids, out, k, req.params, self.grammar, self.clock,
+                                             self.feats)
+        ids, positions, visible = pass_inputs(rnd, out[-1], len(req.prompt_ids) + len(out) - 1)
+        self.plan = _Plan(rnd.kind, Segment(self.cache, ids, positions=positions, visible=visible), rnd, k)
+        return self.plan.segment
 
     # -- after the pass ----------------------------------------------------------------------
     def absorb(self, logits: torch.Tensor, hidden: torch.Tensor | None, start_ns: int, end_ns: int) -> None:
         """Take this request's logits (and features) of the pass that ran from start_ns to end_ns."""
         plan, self.plan = self.plan, None
         assert plan is not None
-        req = self.req
+        req, out = self.req, self.out
         try:
             if plan.kind == "prefill":
                 self._after_prefill(plan, logits, hidden)
                 return
             if self.cancelled:
-                raise GenerationCancelled(f"generation cancelled after {len(self.out)} tokens")
-            checked = len(self.out)
-            if plan.kind == "tree":
-                self._after_tree(plan, logits, hidden, start_ns, end_ns)
-            elif plan.kind == "chain":
-                self._after_chain(plan, logits, hidden, start_ns, end_ns)
-            else:
-                self._after_step(plan, logits, hidden, (end_ns - start_ns) / 1e9)
+                raise cancelled(out)
+            checked = len(out)
+            base = len(req.prompt_ids) + len(out) - 1
+            rnd = plan.round
+            accepted = accept(rnd, logits, hidden, out, base, self.cache, self.feats, self.grammar, req.params,
+                              self.rng)
+            # The pass's time is the batch's, so the controller's own fallback does not decide
+            # here: the engine's policy does, knowing the batch.
+            record(rnd, accepted, start_ns, end_ns, self.rounds, req.controller, plan.k == 0 and self.speculating)
             self.passes += 1
-            self.result = _finished(self.out, checked, req.stop, req.matcher)
+            self.result = finished(out, checked, req.stop, req.matcher)
         except GrammarDeadEnd as exc:
-            req.matcher.dead_end = str(exc)  # type: ignore[union-attr]
-            if not self.out:
+            if not out:
                 self.first_token = self.clock.now_ns()
-            self.result = (len(self.out), "stop")
-        if req.on_tokens is not None:
-            req.on_tokens(list(self.out[: self.result[0]] if self.result else self.out))
+            self.result = dead_end(req.matcher, exc, out)  # type: ignore[arg-type]
+        stream(req.on_tokens, out, self.result)
 
     def _after_prefill(self, plan: _Plan, logits: torch.Tensor, hidden: torch.Tensor | None) -> None:
         req = self.req
@@ -227,8 +218,8 @@ class Sequence:
         if self.reads:
             ours = torch.cat(self._hidden)
             self._hidden = []
-            first = ours if self.hit is None or self.hit.features is None else torch.cat([self.hit.features.to(ours.dtype), ours])
-            self.feats = FeatureLog(first, len(req.prompt_ids) + req.stop.max_tokens + req.num_speculative_tokens + 1)
+            self.feats = feature_log(self.hit, ours, len(req.prompt_ids) + req.stop.max_tokens
+                                     + req.num_speculative_tokens + 1)
         self.prefill_end = self.clock.now_ns()
         if req.prefix_cache is not None:
             # Offer the prompt now, not only when the call ends: a request whose prefill starts
@@ -237,91 +228,15 @@ class Sequence:
             feats = self.feats.view()[: len(req.prompt_ids)] if self.feats is not None else None
             req.prefix_cache.put(req.prompt_ids, self.cache, feats)
         try:
-            if self.constrained:
-                req.matcher.mask_(logits[-1])  # type: ignore[union-attr]
-            self.out.append(sampling.choose(logits[-1], req.params, self.rng))
-            if self.constrained:
-                req.matcher.advance(self.out[-1])  # type: ignore[union-attr]
+            sample_into(self.out, logits[-1], req.params, self.rng, self.grammar)
             self.first_token = self.clock.now_ns()
             if not self.constrained:
                 self.prefill_end = self.first_token
-            self.result = _finished(self.out, 0, req.stop, req.matcher)
+            self.result = finished(self.out, 0, req.stop, req.matcher)
         except GrammarDeadEnd as exc:
-            req.matcher.dead_end = str(exc)  # type: ignore[union-attr]
             self.first_token = self.clock.now_ns()
-            self.result = (len(self.out), "stop")
-        if req.on_tokens is not None:
-            req.on_tokens(list(self.out))
-
-    def _after_tree(self, plan: _Plan, logits, hidden, start_ns: int, end_ns: int) -> None:
-        req, tree = self.req, plan.draft
-        assert isinstance(tree, TreeDraft)
-        base = len(req.prompt_ids) + len(self.out) - 1
-        if req.params.greedy:
-            path, nxt = verify_tree_greedy(tree, logits)
-        else:
-            path, nxt = verify_tree_sampled(tree, sampling.probabilities(logits, req.params), self.rng)
-        rows = [node + 1 for node in path]
-        kv.keep_path(self.cache, base, rows)
-        if self.feats is not None and hidden is not None:
-            self.feats.add(hidden[[0, *rows]])
-        kept = [tree.tokens[node] for node in path]
-        self.out += kept
-        self.out.append(nxt)
-        rnd = SpecRound(plan.draft_start, plan.draft_end, start_ns, end_ns, len(tree), len(kept), plan.k, tree_depth=tree.depth)
-        self.rounds.append(rnd)
-        self._record(tree.depth, len(kept), rnd, plan.k)
-
-    def _after_chain(self, plan: _Plan, logits, hidden, start_ns: int, end_ns: int) -> None:
-        req, draft = self.req, plan.draft
-        assert draft is not None
-        base = len(req.prompt_ids) + len(self.out) - 1
-        n = len(draft.tokens)
-        if plan.masks is not None:
-            apply_mask_(logits, plan.masks)
-        if req.params.greedy:
-            accepted, nxt = verify_greedy(draft.tokens, logits)
-        else:
-            q = _fit_vocab(draft.probs.to(logits.device), logits.shape[-1]) if draft.probs is not None else None
-            accepted, nxt = verify_sampled(draft.tokens, q, sampling.probabilities(logits, req.params), self.rng)
-        kv.crop(self.cache, base + 1 + accepted)
-        if self.feats is not None and hidden is not None:
-            self.feats.add(hidden[: accepted + 1])
-        self.out += draft.tokens[:accepted]
-        if not self.constrained:
-            self.out.append(nxt)
-        elif accepted <= plan.consumed:
-            req.matcher.rollback(plan.consumed - accepted)  # type: ignore[union-attr]
-            if not req.matcher.stopped:  # type: ignore[union-attr]
-                self.out.append(nxt)
-                req.matcher.advance(nxt)  # type: ignore[union-attr]
-        rnd = SpecRound(plan.draft_start, plan.draft_end, start_ns, end_ns, n, accepted, plan.k)
-        self.rounds.append(rnd)
-        self._record(n, accepted, rnd, plan.k)
-
-    def _after_step(self, plan: _Plan, logits, hidden, step_s: float) -> None:
-        req = self.req
-        if self.feats is not None and hidden is not None:
-            self.feats.add(hidden)
-        if plan.masks is not None:  # a draft the grammar refused whole: its first mask is this one
-            apply_mask_(logits[-1], plan.masks[0])
-        elif self.constrained:
-            req.matcher.mask_(logits[-1])  # type: ignore[union-attr]
-        self.out.append(sampling.choose(logits[-1], req.params, self.rng))
-        if self.constrained:
-            req.matcher.advance(self.out[-1])  # type: ignore[union-attr]
-        ctl = req.controller
-        if ctl is not None and plan.draft is not None:
-            ctl.record_no_draft(plan.k, step_s)
-        elif ctl is not None and plan.k == 0 and self.speculating:
-            ctl.record_plain_step(step_s)
-
-    def _record(self, drafted: int, accepted: int, rnd: SpecRound, k: int) -> None:
-        """Tell the request's controller (its acceptance estimates feed the policy). In a batch
-        the pass's time is the batch's, so the controller's own fallback does not decide here:
-        the engine's policy does, knowing the batch."""
-        if self.req.controller is not None:
-            self.req.controller.record_round(drafted, accepted, rnd.draft_s, rnd.verify_s, k)
+            self.result = dead_end(req.matcher, exc, self.out)  # type: ignore[arg-type]
+        stream(req.on_tokens, self.out, None)
 
     # -- the end -----------------------------------------------------------------------------
     def finish(self) -> Decoded:
@@ -329,10 +244,7 @@ class Sequence:
         req = self.req
         keep, reason = self.result  # type: ignore[misc]
         if req.prefix_cache is not None and self.cache is not None:
-            kept = len(req.prompt_ids) + max(keep - 1, 0)
-            kv.crop(self.cache, kept)
-            feats = self.feats.view()[:kept].clone() if self.feats is not None else None
-            req.prefix_cache.put(req.prompt_ids + self.out[:keep], self.cache, feats)
+            hand_back(req.prefix_cache, req.prompt_ids, self.out, keep, self.cache, self.feats)
         self.done = True
         decoded = Decoded(
             tokens=self.out[:keep], finish_reason=reason, start_ns=self.start_ns, prefill_start_ns=self.prefill_start,
