@@ -258,7 +258,6 @@ class ChatModel(Protocol):
     ) -> Generation: ...
 
 
-
 def prepare_constraint(model: object, constraint: Constraint) -> str | None:
     """Ask `model` to get `constraint` ready (a model that constrains decoding has a
     `prepare_constraint` method). Returns why calls under it would decode unconstrained, or None;

@@ -15,6 +15,8 @@ from agenttrace.errors import ArgumentsInvalid, ModelMistake, ParseError, ToolFa
 __all__ = ["Flags", "attempt_outcome", "is_cancellation", "is_retried", "step_outcome", "task_after_step", "task_outcome"]
 
 Outcome = sc.AttemptOutcome
+
+
 @dataclass
 class Flags:
     """What the spans recorded inside an attempt (or a step) said about its decision."""

@@ -21,6 +21,7 @@ Isolation = Literal["auto", "process", "thread"]
 
 MAX_RESULT_CHARS = 2000  # what the model sees of a result
 
+
 @dataclass(frozen=True)
 class Tool:
     """A callable the model may choose, described by a JSON schema of its keyword arguments."""
