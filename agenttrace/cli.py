@@ -30,12 +30,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     if name in COMMANDS:
         importlib.import_module(COMMANDS[name]).register(sub)
         return parser
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        if name is not None and ep.name == name:
-            _register_plugin(ep, sub)
-            return parser
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    plugins = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    named = [ep for ep in plugins if ep.name == name]
+    for ep in named or plugins:
         _register_plugin(ep, sub)
+    if named:
+        return parser
     for module in COMMANDS.values():
         importlib.import_module(module).register(sub)
     return parser
