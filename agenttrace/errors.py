@@ -19,6 +19,8 @@
     │   ├── ClickHouseError         ClickHouse (unreachable, refused, another schema)
     │   ├── PhoenixError            Phoenix (unreachable, no such project, not Phoenix)
     │   └── HTTPGetError            a bounded HTTP read (unreachable, too slow, too large)
+    │       └── ReadCut             stopped at a bound of the read: its deadline, byte or
+    │                               request budget, or one answer's size
     ├── ReplayError                 a collector refused a replayed batch (spans_sent says how far)
     ├── GrammarDeadEnd              the grammar allows no token although it is not complete
     ├── ProgramNotFound             `agenttrace run`: the program is not on PATH (exit 127)
@@ -52,6 +54,7 @@ __all__ = [
     "ClickHouseError",
     "PhoenixError",
     "HTTPGetError",
+    "ReadCut",
     "ReplayError",
     "JSONError",
     "NotTyped",
@@ -204,6 +207,17 @@ class PhoenixError(SourceUnavailable):
 
 class HTTPGetError(SourceUnavailable):
     """No usable answer: unreachable, refused, too slow or too large (the message says which)."""
+
+
+class ReadCut(HTTPGetError):
+    """A remote read stopped at one of its bounds: the deadline of the whole read, its byte or
+    request budget, or one answer's size bound; the message says which and the option that
+    raises it. What was read before stands. `answer_too_large`: it was one answer's size, so
+    asking for less at a time may fit."""
+
+    def __init__(self, message: str, *, answer_too_large: bool = False) -> None:
+        super().__init__(message)
+        self.answer_too_large = answer_too_large
 
 
 class ReplayError(AgentTraceError):
