@@ -4,10 +4,48 @@ being counted, so they cannot hide behind the telemetry guard."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("AGENTTRACE_STRICT_TELEMETRY", "1")
+
+_prebuild: subprocess.Popen | None = None
+
+
+def pytest_collection_finish(session):
+    """Start building the cached environments the collected tests declare (a module's
+    CACHED_ENVIRONMENTS, see tests/prebuild_envs.py) in the background, at the lowest priority,
+    so that installing them overlaps the session's other tests instead of adding to its time."""
+    global _prebuild
+    names: list[str] = []
+    for item in session.items:
+        module = getattr(item, "module", None)
+        for name in getattr(module, "CACHED_ENVIRONMENTS", ()):
+            if name not in names:
+                names.append(name)
+    if not names or session.config.option.collectonly or os.environ.get("AGENTTRACE_PREBUILD") == "0":
+        return
+    cache = getattr(session.config, "cache", None)  # None under -p no:cacheprovider
+    log = Path(cache.mkdir("prebuild")) / "prebuild.log" if cache else os.devnull
+    here = Path(__file__).resolve().parent
+    with open(log, "w") as out:
+        _prebuild = subprocess.Popen(["nice", "-n", "19", sys.executable, str(here / "prebuild_envs.py"), *names],
+                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """An environment still being built when the session ends is left half-built (no stamp): the
+    next session builds it again."""
+    if _prebuild is not None and _prebuild.poll() is None:
+        os.killpg(_prebuild.pid, signal.SIGTERM)  # pip and venv too: the group started for it
+        try:
+            _prebuild.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(_prebuild.pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")

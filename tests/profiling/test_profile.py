@@ -23,6 +23,7 @@ from agenttrace.report.build import report_streamed
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 APPS = TESTS / "frameworks" / "unmodified"
+CACHED_ENVIRONMENTS = ("foreign:openllmetry",)  # built in the background (conftest.py)
 
 
 def run_program(tmp: Path, body: str, python: str | Path = sys.executable, env: dict[str, str] | None = None,

@@ -29,6 +29,8 @@ from agenttrace.profiling.receiver import otlp_json_line
 
 TESTS = Path(__file__).resolve().parents[1]
 APPS = TESTS / "frameworks" / "unmodified"
+CACHED_ENVIRONMENTS = ("foreign:openinference-otlp", "framework:openai_agents:requirements.txt",
+                       "framework:smolagents:requirements.txt", "framework:pydantic_ai:requirements.txt")
 sys.path.insert(0, str(TESTS / "frameworks"))  # fake_llm.py, record.py (the frameworks' pinned environments)
 API_APP = APPS / "otel_api_app.py"
 TIMEOUT_S = 300

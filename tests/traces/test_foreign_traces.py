@@ -33,6 +33,7 @@ TESTS = Path(__file__).resolve().parents[1]
 LOOP, PYDANTIC_AI = TESTS / "foreign_loop.py", TESTS / "foreign_pydantic_ai.py"
 DELAY_S = 0.04  # the fake server's time per request
 TASKS = 5  # foreign_loop.TASKS
+CACHED_ENVIRONMENTS = tuple(f"foreign:{n}" for n in ("genai", "genai-legacy", "openinference", "openllmetry", "pydantic-ai"))
 # The instrumentations' own cost differs: on this machine OpenInference's and OpenLLMetry's loops
 # take 4-5 ms longer per task to their valid tool call than ours or the official GenAI one (median
 # TTVTC 101.4 and 101.6 ms against 96.7 and ~97 ms on the same fake server, the same trace read by

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "traces" / "samples" / "demo-speculative.jsonl"
 FOREIGN = ROOT / "traces" / "frameworks" / "openai-agents-chat-openinference.jsonl"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+CACHED_ENVIRONMENTS = ("phoenix",)  # built in the background from the session's start (conftest.py)
 
 
 def _us(iso: str) -> int:
