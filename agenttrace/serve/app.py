@@ -6,9 +6,10 @@
 
 Starlette and uvicorn: a small ASGI stack made for this (routing, SSE streaming responses,
 client-disconnect detection), with no framework beyond it. Every request is checked against the
-server's `ServeLimits` before it waits for the model. Generation runs on a worker thread; a
-client that disconnects, mid-stream or while waiting for a whole completion, cancels its
-generation at the next round. Every failure, unknown routes and our own bugs included, is
+server's `ServeLimits` before it waits for the model, and the schema it asks decoding to follow
+is compiled then too (one that does not compile is a 400 saying why). Generation runs on a
+worker thread; a client that disconnects, mid-stream or while waiting for a whole completion,
+cancels its generation at the next round. Every failure, unknown routes and our own bugs included, is
 answered with an OpenAI error body.
 """
 
@@ -28,8 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agenttrace.core.chat import CancelToken
-from agenttrace.errors import GenerationCancelled, RequestError
+from agenttrace.core.chat import CancelToken, Constraint
+from agenttrace.errors import ConstraintUnavailable, GenerationCancelled, RequestError
 from agenttrace.serve.backend import Engine, EngineResult
 from agenttrace.serve.limits import ServeLimits, check_params, check_prompt, parse_body, read_body
 from agenttrace.serve.protocol import (
@@ -110,9 +111,8 @@ def create_app(engine: Engine, limits: ServeLimits = ServeLimits()) -> Starlette
             tools = request_tools(req)
             messages = prompt_messages(req, tools)  # (checks a named tool_choice against the tools)
             constraint = request_constraint(req, tools, params.max_tokens, constrain_auto=engine.constrained)
-            if constraint is not None and engine.constraint_error:
-                raise RequestError(f"this server cannot constrain decoding: {engine.constraint_error}",
-                                   param="response_format" if req.response_format else "tool_choice")
+            if constraint is not None:
+                await _check_constraint(engine, constraint)
             params = replace(params, constraint=constraint)
             prompt = await anyio.to_thread.run_sync(engine.encode, messages)
             check_prompt(len(prompt), prompt_limit)
@@ -170,6 +170,29 @@ def create_app(engine: Engine, limits: ServeLimits = ServeLimits()) -> Starlette
         ],
         exception_handlers={HTTPException: http_error, Exception: internal_error},
     )
+
+
+async def _check_constraint(engine: Engine, constraint: Constraint) -> None:
+    """RequestError(400) when the request asks for a grammar this server cannot give it: the
+    engine cannot constrain at all, or the schema does not compile (answered here, before the
+    request waits for the model, rather than decoded unconstrained)."""
+    from_format = constraint.name.startswith("response_format")
+    param = "response_format" if from_format else "tool_choice"
+    unavailable = engine.constraint_error
+    if not unavailable:
+        try:
+            why = await anyio.to_thread.run_sync(engine.grammar_error, constraint)
+        except ConstraintUnavailable as exc:  # an engine not built by build_engine, mapping the tokenizer now
+            unavailable = str(exc)
+    if unavailable:
+        raise RequestError(f"this server cannot constrain decoding: {unavailable}", param=param)
+    if why is None:
+        return
+    if from_format:
+        raise RequestError(f"invalid schema for response_format: {why}", param="response_format.json_schema.schema",
+                           code="invalid_json_schema")
+    raise RequestError(f"the tools' parameter schemas do not compile into a grammar: {why}", param="tools",
+                       code="invalid_json_schema")
 
 
 async def _complete(request: Request, cancel: CancelToken, poll_s: float, work: Any) -> EngineResult:

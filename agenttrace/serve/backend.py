@@ -30,7 +30,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from agenttrace import semconv as sc
-from agenttrace.core.chat import CancelToken, Generation, GenerationParams, Message
+from agenttrace.core.chat import CancelToken, Constraint, Generation, GenerationParams, Message, prepare_constraint
 from agenttrace.core.tools import Tool
 from agenttrace.errors import GenerationCancelled, ParseError
 from agenttrace.instrument.operations import parse_span
@@ -87,6 +87,12 @@ class Engine:
         over-long prompt is refused while another request generates."""
         with self._encode_lock:
             return self.model.encode_chat(messages)
+
+    def grammar_error(self, constraint: Constraint) -> str | None:
+        """Why `constraint` does not compile into a grammar (what is wrong with its schema), or
+        None; compiled now, so the generation finds it in the model's cache. Runs on a worker
+        thread: a large schema takes milliseconds to compile."""
+        return prepare_constraint(self.model, constraint)
 
     def shutdown(self) -> None:
         """Cancel every request in flight (each stops at its next round) and refuse new ones.

@@ -5,15 +5,19 @@ model: its body (read in chunks, refused at the limit with a 413), its JSON (no 
 no nesting or integers deep enough to exhaust the parser, no lone surrogates the tokenizer cannot
 take), its prompt (counted in tokens, before it waits for the model) and its completion
 (`max_tokens` above the cap is refused, not trimmed, as OpenAI and vLLM do). Each refusal is a
-`RequestError`, answered with an OpenAI error body.
+`RequestError`, answered with an OpenAI error body. A client that hangs up before its body is
+whole gets a 499 nobody reads and one debug line, not a traceback in the server's log.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from starlette.requests import ClientDisconnect
 
 from agenttrace.errors import RequestError
 
@@ -36,6 +40,8 @@ DEFAULT_PROMPT_TOKENS = 8192  # the prompt limit when the model's context length
 # A body over the limit is still read (and dropped) up to this size, so the client, still
 # sending, gets the 413 instead of a reset connection; past it the connection is just closed.
 _DRAIN_BYTES = 64 << 20
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,23 +71,31 @@ def _too_large(limit: int) -> RequestError:
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, or RequestError(413) once it passes `limit` bytes (a declared
-    Content-Length over the limit is refused without keeping any of the body)."""
+    Content-Length over the limit is refused without keeping any of the body), or
+    RequestError(499) when the client disconnects before the body ends (the answer is never
+    sent; the server logs one debug line)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > _DRAIN_BYTES:
         raise _too_large(limit)
     over = declared.isdigit() and int(declared) > limit
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            over = True
-            chunks.clear()
-        if over:
-            if size > _DRAIN_BYTES:
-                break
-            continue
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                over = True
+                chunks.clear()
+            if over:
+                if size > _DRAIN_BYTES:
+                    break
+                continue
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # A hang-up is the client's choice, not a server fault: no traceback, nothing to answer.
+        _log.debug("a client disconnected after %d of %s body bytes", size, declared or "an unknown number of")
+        raise RequestError("the client closed the connection before the request body ended", status=499,
+                           code="client_closed_request") from None
     if over:
         raise _too_large(limit)
     return b"".join(chunks)

@@ -4,8 +4,10 @@ that go away, and Ctrl-C. Every refusal is an OpenAI error body, and none keeps 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import logging
 import os
 import signal
 import socket
@@ -177,6 +179,78 @@ def test_max_tokens_over_the_cap_is_refused_not_trimmed(served):
         assert err["param"] == "max_tokens" and "at most 2000 completion tokens" in err["message"]
     err = error_of(post(server, chat(server, stop=[str(i) for i in range(17)])), 400)
     assert err["param"] == "stop"
+
+
+@pytest.mark.parametrize(
+    ("schema", "said"),
+    [
+        ({"type": "foo"}, "Invalid type: foo"),
+        ({"$ref": "#/$defs/missing"}, "'/$defs/missing' does not exist"),
+        ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength (5) is greater than maxLength (2)"),
+    ],
+    ids=["unknown-type", "dangling-ref", "unsatisfiable"],
+)
+def test_a_json_schema_that_does_not_compile_is_refused_400(served, schema, said):
+    server, spans = served
+    spans.clear()
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    err = error_of(post(server, chat(server, max_tokens=3, response_format=fmt)), 400)
+    assert err["param"] == "response_format.json_schema.schema" and err["code"] == "invalid_json_schema"
+    assert err["message"].startswith("invalid schema for response_format: ") and said in err["message"]
+    assert not spans.get_finished_spans()  # refused before generation, not decoded unconstrained
+
+
+def test_tools_whose_schema_does_not_compile_are_refused_400_when_constrained(served):
+    server, _ = served
+    params = {"type": "object", "properties": {"city": {"$ref": "#/$defs/missing"}}}
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": params}}]
+    err = error_of(post(server, chat(server, max_tokens=3, tools=tools, tool_choice="required")), 400)
+    assert err["param"] == "tools" and "'/$defs/missing' does not exist" in err["message"]
+    assert post(server, chat(server, max_tokens=3, tools=tools))[0] == 200  # "auto" is not constrained here
+
+
+@contextlib.contextmanager
+def server_log():
+    """Every record the server logs (uvicorn's loggers do not propagate to the root), debug included."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    loggers = [logging.getLogger(name) for name in ("", "uvicorn")]
+    ours = logging.getLogger("agenttrace.serve")
+    level = ours.level
+    for lg in loggers:
+        lg.addHandler(handler)
+    ours.setLevel(logging.DEBUG)
+    try:
+        yield records
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
+        ours.setLevel(level)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_client_that_hangs_up_mid_body_leaves_no_traceback(served, chunked):
+    server, spans = served
+    spans.clear()
+    raw = json.dumps(chat(server, max_tokens=3)).encode()
+    half = raw[: len(raw) // 2]
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {len(raw)}"
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{framing}\r\n\r\n"
+    with server_log() as records:
+        with socket.create_connection((server.host, server.port)) as sock:
+            sock.sendall(head.encode() + (f"{len(half):x}\r\n".encode() + half + b"\r\n" if chunked else half))
+            time.sleep(0.1)  # the server is reading the body when the client goes
+        deadline = time.monotonic() + 5
+        while not any(r.levelno >= logging.INFO or "disconnected" in r.getMessage() for r in records):
+            assert time.monotonic() < deadline, "the server never noticed the hang-up"
+            time.sleep(0.01)
+        assert post(server, chat(server, max_tokens=2))[0] == 200  # and keeps serving
+    noisy = [r for r in records if r.levelno >= logging.INFO or r.exc_info]
+    assert not noisy, [(r.name, r.getMessage()) for r in noisy]  # one debug line, no traceback
+    assert [r.name for r in records if "disconnected" in r.getMessage()] == ["agenttrace.serve.limits"]
+    assert [s.attributes.get(sc.ERROR_TYPE) for s in spans.get_finished_spans() if s.name == "chat tiny"] == [None]
+    # (the one that followed: the half request never reached the model)
 
 
 def test_unknown_routes_and_methods_get_json_errors(served):
