@@ -8,9 +8,16 @@ attributes); logs become events (the `event` field is the name); the first CHILD
 link. Times are microseconds (numbers or strings); int64 tags may be strings, binary tags base64.
 
 Accepted shapes: one trace `{"traceID", "spans", "processes"}`, a list of them, or a query-API
-response `{"data": [...]}`. Jaeger's `warnings` are passed on as problems; duplicate span ids are
-resolved later by the span tree (as Jaeger's UI does). Also: `query_jaeger`, which reads traces
-from a running Jaeger's HTTP query API (`/api/traces`). No torch import on this path.
+response `{"data": [...]}`; a trace, process or span of another shape is a problem and is
+skipped (a trace whose `processes` cannot be read keeps its spans, with an unknown service).
+Jaeger's `warnings` are passed on as problems; duplicate span ids are resolved later by the span
+tree (as Jaeger's UI does).
+
+Also: `jaeger_pages` and `query_jaeger`, which read traces from a running Jaeger's HTTP query
+API (`/api/traces`) in time windows walked back from now, within the bounds of one read
+(`bounded_http.ReadLimits`: a deadline, a byte and a request budget, one answer's size); what
+was read before a bound or a bad answer stays read, and a problem says what was cut and why.
+No torch import on this path.
 """
 
 from __future__ import annotations
@@ -18,16 +25,19 @@ from __future__ import annotations
 import base64
 import json
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.clock import default_clock
+from agenttrace.errors import HTTPGetError, JSONError, ReadCut
+from agenttrace.traces import bounded_http
+from agenttrace.traces.bounded_http import ReadBudget, ReadLimits
 from agenttrace.traces.jsontext import parse_json
 from agenttrace.traces.span_records import SPAN_KINDS, EventRecord, LoadResult, SpanRecord
+from agenttrace.traces.time_window import parse_lookback
 
 __all__ = ["JaegerQuery", "is_jaeger_document", "jaeger_pages", "query_jaeger", "spans_from_jaeger"]
 
@@ -127,60 +137,105 @@ def _span(s: dict[str, Any], resources: dict[str, dict[str, Any]], source: str) 
 
 
 def _trace_spans(trace: dict[str, Any], source: str, problems: list[str]) -> list[SpanRecord]:
-    resources: dict[str, dict[str, Any]] = {}
-    for pid, proc in (trace.get("processes") or {}).items():
-        resources[pid] = {sc.SERVICE_NAME: proc.get("serviceName", "unknown-service"), **_tags(proc.get("tags"))}
-    trace_id = trace.get("traceID", "?")
-    for w in trace.get("warnings") or ():
+    trace_id = str(trace.get("traceID", "?"))[:40]
+    spans_in = trace.get("spans")
+    if not isinstance(spans_in, list):
+        if spans_in is not None:
+            problems.append(f"{source}: trace {trace_id}: `spans` is a {type(spans_in).__name__}, not a list; "
+                            "trace skipped")
+        return []
+    resources = _resources(trace, trace_id, source, problems)
+    for w in _listed(trace.get("warnings")):
         problems.append(f"{source}: Jaeger warning on trace {trace_id}: {w}")
     spans = []
-    for s in trace.get("spans") or ():
+    for s in spans_in:
         try:
             span = _span(s, resources, source)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             sid = s.get("spanID", "?") if isinstance(s, dict) else "?"
-            problems.append(f"{source}: span {str(sid)[:40]} of trace {str(trace_id)[:40]}: unreadable "
+            problems.append(f"{source}: span {str(sid)[:40]} of trace {trace_id}: unreadable "
                             f"({type(exc).__name__}: {str(exc)[:200]}); span skipped")
             continue
-        for w in s.get("warnings") or ():
+        for w in _listed(s.get("warnings")):
             problems.append(f"{source}: Jaeger warning on span {span.span_id} ({span.name!r}): {w}")
         spans.append(span)
     return spans
 
 
+def _listed(value: Any) -> list[Any]:
+    """A list field (Jaeger's warnings and errors), or nothing: a string is not a list of lines."""
+    return value if isinstance(value, list) else []
+
+
+def _resources(trace: dict[str, Any], trace_id: str, source: str, problems: list[str]) -> dict[str, dict[str, Any]]:
+    """The trace's processes as resources. One that cannot be read is said and left out: its
+    spans are read with an unknown service rather than lost."""
+    processes = trace.get("processes")
+    if processes is None:
+        return {}
+    if not isinstance(processes, dict):
+        problems.append(f"{source}: trace {trace_id}: `processes` is a {type(processes).__name__}, not an object; "
+                        "its spans are read without their process (service unknown-service)")
+        return {}
+    resources: dict[str, dict[str, Any]] = {}
+    for pid, proc in processes.items():
+        try:
+            resources[pid] = {sc.SERVICE_NAME: proc.get("serviceName", "unknown-service"), **_tags(proc.get("tags"))}
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            problems.append(f"{source}: trace {trace_id}: process {str(pid)[:40]} unreadable ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}); its spans are read without it (service unknown-service)")
+    return resources
+
+
 def spans_from_jaeger(doc: Any, source: str, problems: list[str]) -> list[SpanRecord]:
-    """The spans of a Jaeger JSON document (see the module docstring for the shapes). Raises
-    KeyError / ValueError / TypeError on a span missing its ids or with unreadable values."""
+    """The spans of a Jaeger JSON document (see the module docstring for the shapes). What cannot
+    be read (a trace, process or span of the wrong shape) is a problem and is skipped, never an
+    exception; a document that is none of the shapes raises TypeError."""
     if isinstance(doc, dict) and isinstance(doc.get("data"), list):
         traces = doc["data"]
-        for err in doc.get("errors") or ():
+        for err in _listed(doc.get("errors")):
             problems.append(f"{source}: Jaeger reported an error: {err.get('msg', err) if isinstance(err, dict) else err}")
     elif isinstance(doc, dict):
         traces = [doc]
-    else:
+    elif isinstance(doc, list):
         traces = doc
+    else:
+        raise TypeError(f"a JSON {type(doc).__name__}, not a Jaeger trace, a list of them or a query answer")
     spans: list[SpanRecord] = []
+    not_traces = 0
     for trace in traces:
-        spans.extend(_trace_spans(trace, source, problems))
+        if isinstance(trace, dict):
+            spans.extend(_trace_spans(trace, source, problems))
+        else:
+            not_traces += 1
+    if not_traces:
+        problems.append(f"{source}: {not_traces} item(s) in place of traces are not JSON objects; skipped")
     return spans
 
 
 class JaegerQuery:
     """What to ask a Jaeger query service for: the traces of `service` that started within the
-    last `lookback` (e.g. `30m`, `2h`, `1d`), at most `limit` of them."""
+    last `lookback` (e.g. `30m`, `2h`, `1d`), at most `limit` of them (0: all), each request
+    within `timeout_s` and the whole read within `limits` (deadline, bytes, requests, one
+    answer's size)."""
 
     def __init__(self, url: str, service: str, *, lookback: str = "1h", limit: int = 20,
-                 operation: str | None = None, timeout_s: float = 30.0) -> None:
+                 operation: str | None = None, timeout_s: float = 60.0, limits: ReadLimits | None = None) -> None:
         self.url = url.rstrip("/")
         self.service = service
         self.lookback = lookback
         self.limit = limit
         self.operation = operation
         self.timeout_s = timeout_s
+        self.limits = limits or ReadLimits()
+
+    def window_start_us(self, end_us: int) -> int:
+        """The start of the lookback ending at `end_us`; no earlier than the epoch (no span is)."""
+        return max(0, end_us - round(parse_lookback(self.lookback) * 1e6))
 
     def request_url(self, now_s: float | None = None) -> str:
         end_us = _now_us(now_s)
-        return self.window_url(end_us - int(parse_lookback(self.lookback) * 1e6), end_us, self.limit)
+        return self.window_url(self.window_start_us(end_us), end_us, self.limit)
 
     def window_url(self, start_us: int, end_us: int, limit: int) -> str:
         """The search for at most `limit` traces with a span in [start_us, end_us]."""
@@ -196,45 +251,48 @@ def _now_us(now_s: float | None) -> int:
     return default_clock().now_ns() // 1000 if now_s is None else int(now_s * 1e6)
 
 
-def parse_lookback(text: str) -> float:
-    """Seconds in a lookback like `90s`, `30m`, `2h`, `1d` or `1w`. Raises ValueError."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    text = text.strip().lower()
-    if len(text) < 2 or text[-1] not in units:
-        raise ValueError(f"lookback {text!r}: expected a number and a unit (s, m, h, d, w), e.g. 1h")
-    return float(text[:-1]) * units[text[-1]]
+@dataclass
+class _Page:
+    """One search request's outcome."""
+
+    spans: list[SpanRecord] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    failure: str | None = None  # no usable answer: why (the paging stops)
+    cut: bool = False  # a bound of the read stopped it (ReadCut), not the server
+    too_large: bool = False  # over one answer's size bound: fewer traces a request may fit
 
 
-def _fetch(url: str, query: JaegerQuery) -> LoadResult:
-    """One search request: its spans, or a problem naming the URL (never an exception)."""
-    problems: list[str] = []
+def _fetch(url: str, query: JaegerQuery, budget: ReadBudget) -> _Page:
+    """One search request, within the read's budget: its spans, or why there are none (never an
+    exception)."""
     try:
-        with urllib.request.urlopen(url, timeout=query.timeout_s) as resp:  # noqa: S310 (the user's URL)
-            body = resp.read()
-    except urllib.error.HTTPError as exc:
-        detail = exc.read(500).decode("utf-8", "replace").strip()
-        return LoadResult([], [f"{url}: Jaeger answered HTTP {exc.code} {exc.reason}: {detail}; no traces read"])
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return LoadResult([], [f"{url}: cannot reach Jaeger ({reason}); is the query service running there? no traces read"])
+        answer = bounded_http.get(url, timeout_s=query.timeout_s, budget=budget)
+    except ReadCut as exc:
+        return _Page(failure=str(exc), cut=True, too_large=exc.answer_too_large)
+    except HTTPGetError as exc:
+        return _Page(failure=f"no usable answer from Jaeger: {exc} (is its query service running there?)")
+    if answer.status != 200:
+        detail = answer.body[:500].decode("utf-8", "replace").strip()
+        return _Page(failure=f"Jaeger answered HTTP {answer.status} {answer.reason}: {detail}")
     try:
-        doc = parse_json(body)
-        spans = spans_from_jaeger(doc, url, problems)
-    except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-        return LoadResult([], [f"{url}: not a Jaeger /api/traces answer ({type(exc).__name__}: {exc}); no traces read"])
-    return LoadResult(spans, problems)
+        doc = parse_json(answer.body)
+    except JSONError as exc:
+        return _Page(failure=f"not a Jaeger /api/traces answer ({exc})")
+    del answer  # the body: only the parsed answer is held from here
+    if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
+        return _Page(failure=f"not a Jaeger /api/traces answer (a JSON {type(doc).__name__} without a `data` list)")
+    page = _Page()
+    page.spans = spans_from_jaeger(doc, url, page.problems)
+    return page
 
 
 def query_jaeger(query: JaegerQuery) -> LoadResult:
-    """Traces from Jaeger's HTTP query API, in one request (at most `query.limit` traces). An
-    unreachable endpoint or a bad answer is a problem naming the URL (the result is then empty),
-    never an exception. `jaeger_pages` reads larger results page by page."""
-    url = query.request_url()
-    result = _fetch(url, query)
-    if not result.spans and not result.problems:
-        result.problems.append(f"{url}: Jaeger returned no traces for service {query.service!r} in the last "
-                               f"{query.lookback}")
-    return result
+    """Every trace `query` asks for, read with `jaeger_pages` (within its deadline and budgets)
+    and held together. An unreachable endpoint or a bad answer is a problem naming the URL,
+    never an exception; what was read before it stays read."""
+    problems: list[str] = []
+    spans = [s for page in jaeger_pages(query, problems) for s in page]
+    return LoadResult(spans, problems)
 
 
 def jaeger_pages(query: JaegerQuery, problems: list[str], *, page_traces: int = 100, now_s: float | None = None,
@@ -243,19 +301,41 @@ def jaeger_pages(query: JaegerQuery, problems: list[str], *, page_traces: int = 
     in the lookback), newest first. Each request asks for the traces of a time window ending
     where the last page's oldest trace started; a trace two windows both return is read once.
     Only one page of spans is held at a time (and the ids of the traces read). `progress(traces,
-    end_us)` after each page. Problems (unreachable, bad answers) name the URL and stop the
-    paging; what was read stays read."""
+    end_us)` after each page.
+
+    The read ends, with a problem naming the URL and saying what the report covers, at the
+    first of: an unreachable server or a bad answer; a bound of `query.limits` (the deadline of
+    the whole read, the byte or request budget); a server that does not page (it answers with
+    traces that all started after the window, or new traces for the same window again and
+    again). An answer over one answer's size bound is asked again for half as many traces,
+    down to one. What was read stays read."""
+    budget = ReadBudget(query.limits)
     end_us = _now_us(now_s)
-    start_us = end_us - int(parse_lookback(query.lookback) * 1e6)
+    start_us = query.window_start_us(end_us)
     seen: set[str] = set()
     wanted = query.limit if query.limit > 0 else None
+    page_size = max(1, page_traces)
+    too_large = 0  # the most traces a request asked for whose answer was over the bound
+    same_window = 0  # requests in a row for the same window
+
+    def stop(url: str, why: str, *, cut: bool = True, even_one_too_large: bool = False) -> None:
+        covers = f"the report covers the {len(seen)} trace(s) read before" if seen else "no traces read"
+        spent = f" ({budget.summary()})" if cut else ""
+        problems.append(f"{url}: {why}; {covers}{spent}")
+        if not even_one_too_large:
+            _say_smaller_pages(query, too_large, page_size, problems)
+
     while wanted is None or len(seen) < wanted:
-        ask = page_traces if wanted is None else min(page_traces, wanted - len(seen))
+        ask = page_size if wanted is None else min(page_size, wanted - len(seen))
         url = query.window_url(start_us, end_us, ask)
-        page = _fetch(url, query)
+        page = _fetch(url, query, budget)
+        if page.too_large and ask > 1:
+            too_large, page_size = max(too_large, ask), ask // 2  # the same window again, fewer traces a request
+            continue
         problems += page.problems
-        if page.problems and not page.spans:
-            return  # unreachable, refused, not Jaeger: said; what was read stays read
+        if page.failure is not None:
+            stop(url, page.failure, cut=page.cut, even_one_too_large=page.too_large)
+            return
         by_trace: dict[str, list[SpanRecord]] = {}
         for s in page.spans:
             by_trace.setdefault(s.trace_id, []).append(s)
@@ -263,16 +343,35 @@ def jaeger_pages(query: JaegerQuery, problems: list[str], *, page_traces: int = 
         if wanted is not None:
             fresh = dict(list(fresh.items())[: wanted - len(seen)])
         seen.update(fresh)
+        had_fresh = bool(fresh)
         if fresh:
             yield [s for spans in fresh.values() for s in spans]
+        del page, fresh
         if progress is not None:
             progress(len(seen), end_us)
         if len(by_trace) < ask:
             break  # the window held fewer than asked: nothing older is left in the lookback
         oldest = min(min(s.start_ns for s in spans) for spans in by_trace.values()) // 1000
-        end_us = oldest if fresh else oldest - 1  # a page of only repeats: step past their start
+        if oldest > end_us:  # every trace found has a span in the window, so one starts in it or before
+            stop(url, "Jaeger answered with traces that all started after the window asked for: it does not "
+                      "honour the search's start and end, so paging cannot go on")
+            return
+        next_end = oldest if had_fresh else oldest - 1  # a page of only repeats: step past their start
+        same_window = same_window + 1 if next_end == end_us else 0
+        if same_window >= 2:  # Jaeger answers a window alike each time; new traces each time is no paging
+            stop(url, "Jaeger answered the same window with new traces again and again: the window does not "
+                      "move, so paging cannot go on")
+            return
+        end_us = next_end
         if end_us <= start_us:
             break
+    _say_smaller_pages(query, too_large, page_size, problems)
     if not seen:
         problems.append(f"{query.window_url(start_us, end_us, page_traces)}: Jaeger returned no traces for service "
                         f"{query.service!r} in the last {query.lookback}")
+
+
+def _say_smaller_pages(query: JaegerQuery, too_large: int, page_size: int, problems: list[str]) -> None:
+    if too_large:
+        problems.append(f"{query.url}: answers of {too_large} traces were over the bound of one answer "
+                        f"({query.limits.max_answer_bytes / 2**20:g} MiB): read {page_size} trace(s) a request")

@@ -28,11 +28,12 @@ What Phoenix keeps of a span, and what it does not (said once per report, `LOST`
   instrumentation scope (the conventions that need it, Google ADK's failures returned as
   results above all, are not recognised) and links.
 
-Bounds: every request has a deadline (`timeout_s`) and a size bound (`max_response_bytes`); the
-spans of one batch at most `max_batch_bytes`, the whole read at most `max_total_bytes`. Errors
-before the first batch raise `PhoenixError` (one line: unreachable, no such project, not a
-Phoenix answer, refused without a key); later ones stop the read with a problem, and what was
-read is reported. No torch import on this path.
+Bounds: every request has a deadline (`timeout_s`); the whole read has the bounds of `limits`
+(bounded_http.ReadLimits: a deadline, a byte and a request budget, one answer's size); the spans
+of one batch are at most `max_batch_bytes`. Errors before the first batch raise `PhoenixError`
+(one line: unreachable, no such project, not a Phoenix answer, refused without a key, a bound
+spent); later ones stop the read with a problem saying what was cut and why, and what was read
+is reported. No torch import on this path.
 """
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from agenttrace.errors import JSONError, PhoenixError
+from agenttrace.errors import JSONError, PhoenixError, ReadCut
 from agenttrace.traces import bounded_http
+from agenttrace.traces.bounded_http import ReadBudget, ReadLimits
 from agenttrace.traces.jsontext import parse_json
 from agenttrace.traces.span_records import EventRecord, SpanRecord, break_cycles, checked
 
@@ -67,7 +69,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 @dataclass(frozen=True)
 class PhoenixQuery:
     """What to read: the traces of `project` that started at or after `since_ns` (and before
-    `until_ns`), `batch_traces` at a time (at most MAX_IDS_PER_REQUEST)."""
+    `until_ns`), `batch_traces` at a time (at most MAX_IDS_PER_REQUEST), within `limits`."""
 
     url: str
     project: str = "default"
@@ -77,9 +79,8 @@ class PhoenixQuery:
     batch_traces: int = MAX_IDS_PER_REQUEST
     page_spans: int = 1000  # Phoenix's largest page
     timeout_s: float = 30.0  # the deadline of one request, connecting to the last byte
-    max_response_bytes: int = 64 << 20
     max_batch_bytes: int = 256 << 20  # the spans of one batch of traces, as JSON
-    max_total_bytes: int = 4 << 30
+    limits: ReadLimits = field(default_factory=ReadLimits)  # the whole read: deadline, bytes, requests, one answer
 
     def describe(self) -> str:
         return f"{self.url.rstrip('/')} project {self.project}"
@@ -157,13 +158,13 @@ def span_from_phoenix(s: dict[str, Any], source: str) -> SpanRecord:
 
 
 class _Reader:
-    """The requests of one read: headers, the byte count against the total bound."""
+    """The requests of one read: headers, and what the read has spent of its limits."""
 
     def __init__(self, q: PhoenixQuery) -> None:
         self.q = q
         self.base = q.url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {q.api_key}"} if q.api_key else {}
-        self.total = 0
+        self.budget = ReadBudget(q.limits)
         self.version = ""
         self._listing = False  # listing the projects (for a message): never from inside that
         self.kinds_left_out = 0  # spans whose OpenInference kind may be Phoenix's (span_from_phoenix)
@@ -173,12 +174,12 @@ class _Reader:
         url = f"{self.base}{path}?{urlencode(params)}"
         where = f"{self.base}{path}"
         try:
-            answer = bounded_http.get(url, self.headers, timeout_s=self.q.timeout_s,
-                                      max_bytes=self.q.max_response_bytes)
+            answer = bounded_http.get(url, self.headers, timeout_s=self.q.timeout_s, budget=self.budget)
+        except ReadCut as exc:
+            raise PhoenixError(f"{where}: {exc} ({self.budget.summary()})") from exc
         except bounded_http.HTTPGetError as exc:
             raise PhoenixError(f"{where}: {exc}; is Phoenix running there (`phoenix serve`)?") from exc
         self.version = answer.headers.get("x-phoenix-server-version", self.version)
-        self.total += len(answer.body)
         if answer.status != 200:
             raise PhoenixError(self._refusal(where, answer))
         try:
@@ -187,9 +188,6 @@ class _Reader:
             raise PhoenixError(f"{where}: not a Phoenix API answer (not JSON: {exc})") from exc
         if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
             raise PhoenixError(f"{where}: not a Phoenix API answer (no `data` list)")
-        if self.total > self.q.max_total_bytes:
-            raise PhoenixError(f"{self.base}: read {self.total / 2**20:.0f} MiB, over the bound of "
-                               f"{self.q.max_total_bytes / 2**20:.0f} MiB; narrow --since/--until or raise --phoenix-max-mb")
         return doc, len(answer.body)
 
     def _refusal(self, where: str, answer: bounded_http.Answer) -> str:

@@ -13,8 +13,9 @@ from shared_fixtures import shared_fixture
 
 from agenttrace.cli import main
 from agenttrace.report.span_tree import SpanTree
-from agenttrace.traces.jaeger_input import JaegerQuery, parse_lookback, query_jaeger
+from agenttrace.traces.jaeger_input import JaegerQuery, query_jaeger
 from agenttrace.traces.load import load_spans
+from agenttrace.traces.time_window import parse_lookback
 
 
 def test_jaegers_own_fixture_loads_with_its_odd_cases():
@@ -127,7 +128,8 @@ def test_unreachable_jaeger_is_a_problem_naming_the_url():
     result = query_jaeger(JaegerQuery("http://127.0.0.1:9", "svc", timeout_s=2))
     assert result.spans == []
     (problem,) = result.problems
-    assert problem.startswith("http://127.0.0.1:9/api/traces?") and "cannot reach Jaeger" in problem
+    assert problem.startswith("http://127.0.0.1:9/api/traces?") and "no usable answer from Jaeger" in problem
+    assert "refused" in problem and "no traces read" in problem
 
 
 def test_bad_options_are_refused_before_any_request(capsys):

@@ -19,6 +19,7 @@ from phoenix_fake import as_phoenix, differences, fake_phoenix
 from agenttrace.cli import main
 from agenttrace.errors import PhoenixError
 from agenttrace.report.build import report_phoenix, report_streamed
+from agenttrace.traces.bounded_http import ReadLimits
 from agenttrace.traces.load import load_spans
 from agenttrace.traces.phoenix import LOST, PhoenixQuery, read_traces, span_from_phoenix
 
@@ -140,7 +141,7 @@ def test_an_oversized_answer_is_cut_off(fake, chunked):
     fake.add("default", load_spans([SAMPLE]).spans)
     fake.oversize, fake.chunked = 3 << 20, chunked
     with pytest.raises(PhoenixError, match="over the bound of 1 MiB"):
-        list(read_traces(PhoenixQuery(fake.url, max_response_bytes=1 << 20), []))
+        list(read_traces(PhoenixQuery(fake.url, limits=ReadLimits(max_answer_bytes=1 << 20)), []))
 
 
 def test_batch_and_total_bounds_say_what_to_do(fake):
@@ -150,9 +151,10 @@ def test_batch_and_total_bounds_say_what_to_do(fake):
     list(read_traces(PhoenixQuery(fake.url, batch_traces=1), []))
     whole = sum(fake.sent[1:])
     problems: list[str] = []
-    batches = list(read_traces(PhoenixQuery(fake.url, batch_traces=1, max_total_bytes=whole // 2), problems))
+    batches = list(read_traces(PhoenixQuery(fake.url, batch_traces=1, limits=ReadLimits(max_bytes=whole // 2)),
+                               problems))
     assert 1 <= len(batches) < 4  # what was read is reported, and the stop is said
-    assert any("--phoenix-max-mb" in p and "covers the" in p for p in problems)
+    assert any("--max-mb" in p and "covers the" in p for p in problems)
 
 
 def test_a_server_that_loops_or_ignores_the_filter_is_stopped(fake):
