@@ -22,7 +22,6 @@ No torch import on this path.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -31,7 +30,10 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from agenttrace import semconv as sc
-from agenttrace.errors import ClickHouseError
+from agenttrace.errors import ClickHouseError, JSONError
+from agenttrace.traces.clickhouse_params import INT64, UINT32, parameter_texts, typed_parameters
+from agenttrace.traces.jsontext import parse_json
+from agenttrace.traces.otlp_json import MAX_DEPTH
 from agenttrace.traces.span_records import (
     ATTRIBUTE_TYPES,
     ROUND_TYPES,
@@ -139,16 +141,17 @@ class _Chdb:
         self.name = f"chdb:{folder}"
         self._session = session.Session(folder) if folder else session.Session()
 
-    def _query(self, sql: str, fmt: str, params: Mapping[str, Any] | None = None):
+    def _query(self, sql: str, fmt: str, params: Mapping[str, str] | None = None):
         try:
-            return self._session.query(sql, fmt, params={k: _param_text(v) for k, v in (params or {}).items()} or None)
+            return self._session.query(sql, fmt, params=params or None)
         except Exception as exc:  # chdb raises its own error types: say what ClickHouse said
             raise ClickHouseError(f"{self.name}: {str(exc).strip()[:500]}") from exc
 
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[list[Any]]:
         import msgspec
 
-        out = self._query(sql + " SETTINGS output_format_json_quote_64bit_integers = 0", "JSONCompact", params)
+        out = self._query(sql + " SETTINGS output_format_json_quote_64bit_integers = 0", "JSONCompact",
+                          parameter_texts(sql, params))
         data = out.bytes()
         return msgspec.json.decode(data)["data"] if data else []
 
@@ -189,8 +192,8 @@ class _Http:
             raise ClickHouseError(f"{self.name}: {str(exc).strip()[:500]}") from exc
 
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[list[Any]]:
-        with self._said():
-            return [list(r) for r in self._client.query(sql, parameters=dict(params or {})).result_rows]
+        with self._said():  # typed and bounded here; the client writes them in the escaped form itself
+            return [list(r) for r in self._client.query(sql, parameters=typed_parameters(sql, params)).result_rows]
 
     def command(self, sql: str) -> None:
         with self._said():
@@ -210,17 +213,6 @@ def connect(url: str) -> Store:
         raise ClickHouseError(f"{url!r}: a ClickHouse URL is http(s)://[user:password@]host[:port][/database], or "
                               "chdb:FOLDER for ClickHouse's engine in this process")
     return _Http(url)
-
-
-def _param_text(value: Any) -> str:
-    """A query parameter in ClickHouse's text form (what `{name:Type}` parses)."""
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_quoted(v) for v in value) + "]"
-    return str(value)
-
-
-def _quoted(v: Any) -> str:
-    return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _identifier(table: str) -> str:
@@ -248,7 +240,8 @@ def check_table(store: Store, table: str) -> None:
 @dataclass(frozen=True)
 class ClickHouseQuery:
     """What to read: the traces of `table` with a span at or after `since_ns` (and before
-    `until_ns`), of `service` when given, `batch_traces` traces at a time."""
+    `until_ns`), of `service` when given, `batch_traces` traces at a time (at least 1; any
+    number past what one query's LIMIT holds reads as that many)."""
 
     url: str
     table: str = "otel_traces"
@@ -256,6 +249,10 @@ class ClickHouseQuery:
     until_ns: int | None = None
     service: str | None = None
     batch_traces: int = 500
+
+    def __post_init__(self) -> None:
+        if type(self.batch_traces) is not int or self.batch_traces < 1:
+            raise ClickHouseError(f"batch_traces must be a whole number from 1 up, not {self.batch_traces!r}")
 
     def describe(self) -> str:
         parts = [f"{self.url} {self.table}"]
@@ -265,13 +262,19 @@ class ClickHouseQuery:
 
 
 def _filters(q: ClickHouseQuery) -> tuple[str, dict[str, Any]]:
+    # A DateTime64(9) holds Int64 nanoseconds (1677-09-21 to 2262-04-11): a bound past that range
+    # is decided here, as the server would wrap it (--since 2300 would pick every trace).
     where, params = [], {}
-    if q.since_ns is not None:
-        where.append("Timestamp >= fromUnixTimestamp64Nano({since:Int64})")
-        params["since"] = q.since_ns
-    if q.until_ns is not None:
+    lo, hi = INT64
+    if q.since_ns is not None and q.since_ns > lo:  # at or after the first instant: every span
+        if q.since_ns > hi:
+            where.append("false")  # after the last instant a span can have: none
+        else:
+            where.append("Timestamp >= fromUnixTimestamp64Nano({since:Int64})")
+            params["since"] = q.since_ns
+    if q.until_ns is not None and q.until_ns <= hi:  # past the last instant: every span is before it
         where.append("Timestamp < fromUnixTimestamp64Nano({until:Int64})")
-        params["until"] = q.until_ns
+        params["until"] = max(q.until_ns, lo)  # no span is before the first instant
     if q.service:
         where.append("ServiceName = {service:String}")
         params["service"] = q.service
@@ -281,9 +284,10 @@ def _filters(q: ClickHouseQuery) -> tuple[str, dict[str, Any]]:
 def trace_pages(store: Store, q: ClickHouseQuery) -> Iterator[list[str]]:
     """The ids of the traces the filters pick, oldest first, `batch_traces` at a time."""
     where, params = _filters(q)
+    n = min(q.batch_traces, UINT32[1])  # LIMIT's type; a batch that large is every trace anyway
     last: tuple[int, str] | None = None
     while True:
-        page_params = dict(params, n=q.batch_traces)
+        page_params = dict(params, n=n)
         having = ""
         if last is not None:
             having = " HAVING (t0, TraceId) > ({t:Int64}, {id:String})"
@@ -294,7 +298,7 @@ def trace_pages(store: Store, q: ClickHouseQuery) -> Iterator[list[str]]:
         if not rows:
             return
         yield [r[1] for r in rows]
-        if len(rows) < q.batch_traces:
+        if len(rows) < n:
             return
         last = (int(rows[-1][0]), rows[-1][1])
 
@@ -321,6 +325,20 @@ _KINDS = {f"SPAN_KIND_{k}": k for k in SPAN_KINDS.values()}
 _STATUS = {f"STATUS_CODE_{c}": c for c in STATUS_CODES.values()}
 _INT = re.compile(r"-?(0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|-?\.[0-9]+")
+# What decides JSON nesting: brackets, and strings (whose brackets do not count), escapes and all.
+_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _nested_within(text: str, depth: int) -> bool:
+    """Whether JSON `text` nests at most `depth` arrays/objects deep: one pass, no recursion,
+    stopping at the first bracket too deep."""
+    level = 0
+    for m in _NESTING.finditer(text):
+        level += _STEP.get(m.group(), 0)
+        if level > depth:
+            return False
+    return True
 
 
 def _enum(text: str, table: dict[str, str], default: str) -> str:
@@ -328,7 +346,8 @@ def _enum(text: str, table: dict[str, str], default: str) -> str:
 
 
 def typed_value(key: str, text: str, types: Mapping[str, str] = ATTRIBUTE_TYPES) -> Any:
-    """An attribute's value back from the exporter's text: by the key's known type, else by form."""
+    """An attribute's value back from the exporter's text: by the key's known type, else by form;
+    never raises, whatever the text (what cannot be read as its form stays text)."""
     kind = types.get(key)
     if kind == "a string":
         return text
@@ -337,14 +356,16 @@ def typed_value(key: str, text: str, types: Mapping[str, str] = ATTRIBUTE_TYPES)
     if kind == "a boolean":
         return text
     if kind in ("an integer", "a number") or kind is None:
-        if _INT.fullmatch(text):
+        if _INT.fullmatch(text) and len(text) <= 20:  # 64 bits at most; longer is text (int() refuses 4,300)
             return int(text)
         if _FLOAT.fullmatch(text) and ("." in text or "e" in text or "E" in text):
             return float(text)
-    if text.startswith("[") and text.endswith("]"):
+    # An array as deep as the file reader keeps (MAX_DEPTH); deeper is damage, kept as the text
+    # (parsing it would exhaust the stack: 100k nested `[` are a RecursionError).
+    if text.startswith("[") and text.endswith("]") and _nested_within(text, MAX_DEPTH):
         try:
-            return json.loads(text)
-        except ValueError:
+            return parse_json(text)
+        except JSONError:
             return text
     return text
 
