@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agenttrace.commands.input_options import jaeger_query
-    from agenttrace.commands.report import nothing_usable, write_output
+    from agenttrace.commands.report import nothing_usable, rendered, write_output
     from agenttrace.errors import InputError
     from agenttrace.report.build import report_from_load
     from agenttrace.report.compare import compare_labels, compare_reports
@@ -57,21 +57,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"agenttrace compare: {exc}", file=sys.stderr)
         return 2
     if args.format == "json":
-        write_output(comparison.model_dump_json(indent=2), args.output)
+        return write_output(comparison.model_dump_json(indent=2), args.output, "compare")
     elif args.format == "markdown":
         from agenttrace.report.markdown import comparison_markdown
 
-        write_output(comparison_markdown(comparison), args.output)
+        return write_output(comparison_markdown(comparison), args.output, "compare")
     elif args.format == "html":
         from agenttrace.report.html import report_html
 
         if report is None:
             loaded, sources = load_inputs([args.a, args.b])
             report = report_from_load(loaded, sources, waterfalls=waterfalls)
-        write_output(report_html(report, comparison), args.output or "compare.html")
+        return write_output(report_html(report, comparison), args.output or "compare.html", "compare")
     else:
         from agenttrace.report.terminal import make_console, render_comparison
 
+        if args.output:
+            return write_output(rendered(lambda console: render_comparison(comparison, console)), args.output, "compare")
         render_comparison(comparison, make_console())
     return 0
 

@@ -2,7 +2,8 @@
 insert them into the OpenTelemetry Collector ClickHouse exporter's table.
 
 Exit status: 0 when what could be read was delivered (lines that could not be read are listed
-on stderr, as `report` does); 1 when the endpoint was unreachable or refused a batch; 2 for a
+on stderr, as `report` does); 1 when the endpoint was unreachable or refused a batch, or the
+--jaeger-json file could not be written (a full or read-only disk: one line, nothing written); 2 for a
 usage error or inputs with no span at all. No torch on this path.
 """
 
@@ -85,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     say = sys.stderr if args.jaeger_json == "-" else sys.stdout
     what = f"{len(recorded.spans)} spans ({len(recorded.trace_ids)} traces) from {len(recorded.files)} file(s)"
 
-    if args.jaeger_json is not None:
-        _write_jaeger_json(recorded.spans, args.jaeger_json, what, say)
+    if args.jaeger_json is not None and not _write_jaeger_json(recorded.spans, args.jaeger_json, what, say):
+        status = 1  # the file failed; --clickhouse and --otlp below still get the spans
     if args.clickhouse is not None:
         from agenttrace.errors import ClickHouseError
         from agenttrace.traces.clickhouse import connect
@@ -115,8 +116,11 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def _write_jaeger_json(spans: Sequence[ReadableSpan], out: str, what: str, say: TextIO) -> None:
-    """Write Jaeger's JSON model of `spans` to `out` (a path, or '-' for stdout)."""
+def _write_jaeger_json(spans: Sequence[ReadableSpan], out: str, what: str, say: TextIO) -> bool:
+    """Write Jaeger's JSON model of `spans` to `out` (a path, written whole, or '-' for stdout).
+    False, with one line on stderr, when the file could not be written (a full or read-only disk):
+    then nothing was written, and the other destinations still get the spans."""
+    from agenttrace.telemetry.files import unwritten, write_whole
     from agenttrace.traces.jaeger_json import to_jaeger
 
     text = to_jaeger(spans).model_dump_json()
@@ -125,7 +129,12 @@ def _write_jaeger_json(spans: Sequence[ReadableSpan], out: str, what: str, say: 
         where = "stdout"
     else:
         path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_whole(path, text + "\n")
+        except OSError as exc:
+            print(f"agenttrace export: {unwritten(path, exc)}", file=sys.stderr)
+            return False
         where = str(path)
     print(f"wrote {what} to {where} (Jaeger JSON: open it in Jaeger UI > Search > JSON File)", file=say)
+    return True

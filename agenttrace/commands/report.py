@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 FORMATS = ("terminal", "markdown", "json", "html")
 
@@ -31,13 +36,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     report.set_defaults(func=run)
 
 
-def write_output(text: str, output: str | None) -> None:
-    if output:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
-        print(f"wrote {output}", file=sys.stderr)
-    else:
+def write_output(text: str, output: str | None, command: str = "report") -> int:
+    """Write `text` to the file `output` whole (telemetry/files.py: a full or read-only disk
+    leaves the old file, and one line says so), or to stdout; the exit status: 0, or 1 when the
+    file could not be written."""
+    if not output:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return 0
+    from agenttrace.telemetry.files import unwritten, write_whole
+
+    try:
+        write_whole(output, text)
+    except OSError as exc:
+        print(f"agenttrace {command}: {unwritten(output, exc)}", file=sys.stderr)
+        return 1
+    print(f"wrote {output}", file=sys.stderr)
+    return 0
+
+
+def rendered(render: Callable[[Console], object]) -> str:
+    """What `render(console)` prints, as plain text 160 columns wide (the terminal format for -o)."""
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    render(Console(file=out, width=160, color_system=None))
+    return out.getvalue()
 
 
 def nothing_usable(loaded, sources: list[str]) -> str | None:
@@ -144,17 +169,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"agenttrace report: {report}", file=sys.stderr)
         return 2
     if args.format == "json":
-        write_output(report.model_dump_json(indent=2), args.output)
+        return write_output(report.model_dump_json(indent=2), args.output)
     elif args.format == "markdown":
         from agenttrace.report.markdown import report_markdown
 
-        write_output(report_markdown(report, tasks=not args.summary_only), args.output)
+        return write_output(report_markdown(report, tasks=not args.summary_only), args.output)
     elif args.format == "html":
         from agenttrace.report.html import report_html
 
-        write_output(report_html(report), args.output or "report.html")
+        return write_output(report_html(report), args.output or "report.html")
     else:
         from agenttrace.report.terminal import make_console, render_report
 
+        if args.output:
+            return write_output(rendered(lambda console: render_report(report, console, tasks=not args.summary_only)),
+                                args.output)
         render_report(report, make_console(), tasks=not args.summary_only)
     return 0

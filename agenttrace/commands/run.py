@@ -53,5 +53,7 @@ def main(args: argparse.Namespace) -> int:
         return result.exit_code
     print(f"agenttrace run: {result.spans:,} spans from {', '.join(result.services) or 'the program'} in "
           f"{result.trace_file} (exit status {result.exit_code})", file=sys.stderr)
-    show_report(result.trace_file, args.format, args.output)
+    shown = show_report(result.trace_file, args.format, args.output)
+    if args.output and not shown and result.exit_code == 0:
+        return 1  # the report asked for is not in the file (the line above says why)
     return result.exit_code

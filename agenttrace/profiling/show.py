@@ -15,8 +15,9 @@ FORMATS: tuple[Format, ...] = ("terminal", "markdown", "json")
 
 def show_report(path: Path, fmt: Format = "terminal", output: str | None = None) -> bool:
     """Print the report of one trace file (read as `agenttrace report` reads files) to stdout,
-    or write it to `output`. False, with the reason on stderr, when the file held no usable
-    span; a report is never allowed to raise into the program it followed."""
+    or write it to `output` (whole or not at all). False, with the reason on stderr, when the
+    file held no usable span or `output` could not be written; a report is never allowed to
+    raise into the program it followed."""
     from agenttrace.report.build import report_streamed
 
     try:
@@ -40,16 +41,23 @@ def show_report(path: Path, fmt: Format = "terminal", output: str | None = None)
         if output is None:
             render_report(report, make_console())
             return True
+        import io
+
         from rich.console import Console
 
-        with open(output, "w", encoding="utf-8") as f:
-            render_report(report, Console(file=f, width=160, color_system=None))
-        print(f"wrote {output}", file=sys.stderr)
-        return True
+        buffer = io.StringIO()
+        render_report(report, Console(file=buffer, width=160, color_system=None))
+        text = buffer.getvalue()
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
-    else:
-        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        print(f"wrote {output}", file=sys.stderr)
+        return True
+    from agenttrace.telemetry.files import unwritten, write_whole
+
+    try:  # whole or not at all: a full or read-only disk leaves one line, not a torn report
+        write_whole(output, text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        print(f"agenttrace: {unwritten(output, exc)}", file=sys.stderr)
+        return False
+    print(f"wrote {output}", file=sys.stderr)
     return True

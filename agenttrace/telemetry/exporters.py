@@ -1,14 +1,18 @@
 """Where spans go: a trace file of OTLP/JSON lines, and an OTLP endpoint.
 
-The file uses the official `opentelemetry-exporter-otlp-json-file` exporter (one
-ExportTraceServiceRequest per line, the OTLP JSON mapping: hex ids, camelCase, ns timestamps as
-strings), so we write no encoding by hand. Endpoints use the official OTLP exporters over
-HTTP/protobuf or gRPC. Every exporter is wrapped in `GuardedExporter`, so one that raises or
-cannot connect is counted and logged while the others (the file above all) still get every span.
+The file holds one ExportTraceServiceRequest per line in the OTLP JSON mapping (hex ids,
+camelCase, ns timestamps as strings), encoded by the official `opentelemetry-exporter-otlp-json`
+encoder and written as its file exporter writes it, so we write no encoding by hand; the lines
+go through `LineFile` (telemetry/files.py), so a full disk costs whole batches, never a torn
+line. Endpoints use the official OTLP exporters over HTTP/protobuf or gRPC. Every exporter is
+wrapped in `GuardedExporter`, so one that raises or cannot connect is counted and logged while
+the others (the file above all) still get every span.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -24,12 +28,15 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
+from agenttrace.telemetry.files import LineFile, reason
 from agenttrace.telemetry.guard import FailureCounter
 
 __all__ = [
     "CountedBatchProcessor",
     "CountedSimpleProcessor",
     "GuardedExporter",
+    "TraceFileExporter",
+    "lost_line",
     "otlp_exporter",
     "otlp_metric_exporter",
     "resolve_otlp_endpoint",
@@ -40,6 +47,8 @@ __all__ = [
 DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
 DEFAULT_GRPC_ENDPOINT = "http://localhost:4317"
 
+_log = logging.getLogger("agenttrace.telemetry")
+
 
 class GuardedExporter(SpanExporter):
     """Wraps an exporter so that its exceptions and failed exports are counted, never raised.
@@ -48,6 +57,9 @@ class GuardedExporter(SpanExporter):
     that ends the span), so that spans the processor's queue dropped, or still held when exit
     could wait no longer, show as `spans_submitted - spans_exported - spans_failed`. remote: the
     exporter talks to a collector, so exit does not wait on it past the shutdown bound.
+    The first failure is logged (one line, by the FailureCounter); `batches_failed` and
+    `lost_to` (the last failure's reason, "No space left on device") feed the exit summary, and
+    the first time exports work again after failing, one line says what was lost meanwhile.
     """
 
     def __init__(self, inner: SpanExporter, failures: FailureCounter, name: str, *, remote: bool = False) -> None:
@@ -61,6 +73,10 @@ class GuardedExporter(SpanExporter):
         self.spans_submitted = 0
         self.spans_exported = 0
         self.spans_failed = 0
+        self.batches_failed = 0
+        self.lost_to: str | None = None
+        self._failing = False  # the last batch failed: the next success is a recovery
+        self._recovery_said = False
 
     def count_submitted(self) -> None:
         with self._lock:
@@ -74,19 +90,37 @@ class GuardedExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._abandoned:  # exit stopped waiting: the rest of the queue is left, not sent
             return SpanExportResult.FAILURE
+        why = None
         try:
             result = self.inner.export(spans)
         except Exception as exc:  # the host program must never see an exporter's exception
             self._failures.record(f"export to {self.name}", exc)
-            result = SpanExportResult.FAILURE
+            result, why = SpanExportResult.FAILURE, reason(exc)
         else:
             if result is not SpanExportResult.SUCCESS:
                 self._failures.record(f"export to {self.name}", f"{len(spans)} spans not accepted")
+                why = "not accepted"
         if result is SpanExportResult.SUCCESS:
             self.spans_exported += len(spans)
+            if self._failing:
+                self._recovered()
         else:
             self.spans_failed += len(spans)
+            self.batches_failed += 1
+            self.lost_to, self._failing = why, True
         return result
+
+    def _recovered(self) -> None:
+        """Exports work again: say once what was lost while they did not (later streaks are
+        counted quietly, and the exit summary gives the totals)."""
+        self._failing = False
+        if not self._recovery_said:
+            self._recovery_said = True
+            _log.warning("agenttrace: export to %s works again; %s", self.name, self.loss())
+
+    def loss(self) -> str:
+        """`3 batches / 1,536 spans lost to: No space left on device` (so far)."""
+        return lost_line(self.batches_failed, self.spans_failed, self.lost_to)
 
     def abandon(self) -> None:
         """Stop exporting: later batches fail at once, and the inner exporter is shut down on a
@@ -140,12 +174,52 @@ class CountedSimpleProcessor(_Counted, SimpleSpanProcessor):
         self.guarded = exporter
 
 
-def trace_file_exporter(path: str | os.PathLike[str]) -> SpanExporter:
-    """Append OTLP/JSON lines to `path` (its folder is created)."""
-    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+class TraceFileExporter(SpanExporter):
+    """Appends each batch to the trace file as one OTLP/JSON line, whole or not at all.
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return FileSpanExporter(path)
+    A batch the disk refuses (full, read-only, gone) raises the OSError from `export` with no
+    byte of it left in the file (the `GuardedExporter` around it counts the batch as lost and
+    logs the first failure); the next batch is tried as usual, so once space comes back the
+    file goes on, every line whole. Construction never raises: a file that cannot be opened
+    sets `open_error` (for the caller to name at once) and each batch tries to open it again.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._file = LineFile(self.path)
+        self.open_error: OSError | None = None
+        try:
+            self._file.open()
+        except OSError as exc:
+            self.open_error = exc
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        from opentelemetry.exporter.otlp.json.common.trace_encoder import encode_spans
+
+        data = encode_spans(spans)
+        if not data.resource_spans:
+            return SpanExportResult.SUCCESS
+        # the official file exporter's line: compact JSON, one request per line
+        line = json.dumps(data.to_dict(), separators=(",", ":")) + "\n"
+        self._file.append(line.encode("utf-8"))
+        return SpanExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True  # every append is a write(2): nothing is held back
+
+    def shutdown(self) -> None:
+        self._file.close()
+
+
+def lost_line(batches: int, spans: int, why: str | None) -> str:
+    """`3 batches / 1,536 spans lost to: No space left on device`."""
+    return f"{batches:,} batch{'es' if batches != 1 else ''} / {spans:,} span{'s' if spans != 1 else ''} lost to: {why}"
+
+
+def trace_file_exporter(path: str | os.PathLike[str]) -> TraceFileExporter:
+    """Append OTLP/JSON lines to `path` (its folder is created), whole lines only; never raises
+    (see `TraceFileExporter.open_error`)."""
+    return TraceFileExporter(path)
 
 
 def resolve_otlp_endpoint(endpoint: str | None, protocol: str | None) -> tuple[str, str] | None:

@@ -30,6 +30,7 @@ from agenttrace.telemetry.exporters import (
     CountedBatchProcessor,
     CountedSimpleProcessor,
     GuardedExporter,
+    lost_line,
     otlp_exporter,
     resolve_otlp_endpoint,
     trace_file_exporter,
@@ -75,13 +76,16 @@ class ExportSummary:
 
     submitted: spans that ended and were handed to the exporter's processor; exported: accepted;
     failed: in batches the exporter gave up on; the rest of `submitted` was dropped (the SDK
-    queue was full, or still held when exit stopped waiting).
+    queue was full, or still held when exit stopped waiting). batches_failed: how many batches
+    those failed spans were in; lost_to: why the last one failed ("No space left on device").
     """
 
     exported: dict[str, int]
     failed: dict[str, int]
     failures: dict[str, int]
     submitted: dict[str, int] = field(default_factory=dict)
+    batches_failed: dict[str, int] = field(default_factory=dict)
+    lost_to: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -102,13 +106,19 @@ class ExportSummary:
             return None
         parts = [
             f"{gap:,} of {self.submitted[name]:,} spans did not reach {name} "
-            f"({self.failed.get(name, 0):,} failed to export, {self.dropped(name):,} dropped by the queue or left at exit)"
+            f"({self._failed_part(name)}, {self.dropped(name):,} dropped by the queue or left at exit)"
             for name, gap in gaps.items()
         ]
         where = f"; the trace file {trace_file} holds them" if trace_file is not None and not any(
             name.startswith("file ") for name in gaps
         ) else ""
         return "agenttrace: " + "; ".join(parts) + where
+
+    def _failed_part(self, name: str) -> str:
+        failed = self.failed.get(name, 0)
+        if failed and name in self.lost_to:
+            return lost_line(self.batches_failed.get(name, 0), failed, self.lost_to[name])
+        return f"{failed:,} failed to export"
 
 
 class Telemetry:
@@ -183,8 +193,16 @@ class Telemetry:
         self.provider = TracerProvider(resource=Resource.create(attrs), span_limits=limits, shutdown_on_exit=False)
         self._exporters: list[GuardedExporter] = []
         self._processors: list[tuple[GuardedExporter, SpanProcessor]] = []
+        file_ok = False
         if self.trace_file is not None:
-            self._add(trace_file_exporter(self.trace_file), f"file {self.trace_file}", synchronous)
+            file_exporter = trace_file_exporter(self.trace_file)
+            name = f"file {self.trace_file}"
+            if file_exporter.open_error is not None:
+                # said now, in one line, under the kind its failed batches will count under (so
+                # they stay quiet); the agent runs, and each batch tries the file again
+                self.failures.record(f"export to {name}", f"cannot open it: {file_exporter.open_error}")
+            file_ok = file_exporter.open_error is None
+            self._add(file_exporter, name, synchronous)
         endpoint = resolve_otlp_endpoint(otlp_endpoint, otlp_protocol)
         if endpoint is not None:
             url, protocol = endpoint
@@ -196,7 +214,7 @@ class Telemetry:
         if metrics:
             from agenttrace.telemetry.metrics import GenAIMetricsProcessor, meter_provider, metric_exporters
 
-            self.meter_provider = meter_provider(self.provider.resource, metric_exporters(self.trace_file, endpoint, otlp_timeout_s))
+            self.meter_provider = meter_provider(self.provider.resource, metric_exporters(self.trace_file if file_ok else None, endpoint, otlp_timeout_s))
             # its own exit hook would wait on a dead collector unbounded: ours shuts it down instead
             atexit.unregister(self.meter_provider.shutdown)
             self.provider.add_span_processor(GenAIMetricsProcessor(self.meter_provider, INSTRUMENTATION_SCOPE, _version()))
@@ -333,6 +351,8 @@ class Telemetry:
             failed={e.name: e.spans_failed for e in self._exporters},
             failures=self.failures.counts(),
             submitted={e.name: e.spans_submitted for e in self._exporters},
+            batches_failed={e.name: e.batches_failed for e in self._exporters},
+            lost_to={e.name: e.lost_to for e in self._exporters if e.lost_to is not None},
         )
 
     def __enter__(self) -> Telemetry:

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # 54 when this test was written (counted this way); 50 after the memory namespace, the lazy
 # commands and the device helpers moved. The issue "One decision, one path" aimed at 30: the
 # rest is the report's analysis (14 modules) and the trace reading that the issue "Reports where
-# the spans are" rebuilds as one path. A change that lengthens the path fails here.
-LIMIT = 50
+# the spans are" rebuilds as one path. 51 with telemetry/files.py (issue 31: the trace file's
+# lines and the report's -o written whole on a full disk). A change that lengthens the path fails here.
+LIMIT = 51
 
 _SCRIPT = r"""
 import inspect, json, sys, threading
