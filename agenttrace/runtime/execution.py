@@ -7,10 +7,18 @@
   caller's context (spans it opens do not nest) and its side effects stay in the worker.
 - "thread": on a thread in a copy of the caller's context (spans the tool opens nest under its
   `execute_tool` span). A timeout returns control, but the thread runs on: Python cannot kill a
-  thread, and a GIL-holding tool stalls the caller too. For tools that need the caller's state
-  and return promptly (I/O with its own timeouts).
+  thread, and a GIL-holding tool stalls the caller too; it can see that it was given up on:
+  `current_cancel()` (core/chat.py) inside the tool is a token cancelled when its call times out
+  (or the task is cancelled), so a long tool that checks `current_cancel().cancelled` between
+  pieces of work stops. For tools that need the caller's state and return promptly (I/O with its
+  own timeouts).
 - "auto" (the default): "process" when the function can be pickled by reference, "thread"
   otherwise (closures and lambdas, which keep their old behaviour).
+
+Before each call, a function headed for a worker is checked against what a worker can import
+(`placement.py`): one defined in `python -c` code, in a script read from standard input, or in any
+process whose script has no `if __name__ == "__main__":` guard (every worker would run that script
+again) runs on a thread instead, and the reason is logged once per tool.
 
 Either way a tool that raises or times out becomes a `ToolFailed` the loop shows the model, and a
 result is bounded: a worker sends back at most MAX_TRANSFER_BYTES (beyond that, the rendered text,
@@ -31,6 +39,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from agenttrace.core.chat import CancelToken, current_cancel, task_cancel
 from agenttrace.core.tools import MAX_RESULT_CHARS, Tool
 from agenttrace.errors import ToolError, ToolFailed
 
@@ -70,7 +79,7 @@ def run_tool(tool: Tool, arguments: Mapping[str, Any], timeout_s: float | None =
     fresh worker the timeout starts once the tool's module is imported.
     """
     timeout = tool.timeout_s if timeout_s is None else timeout_s
-    if tool.runs_in == "process":
+    if _in_worker(tool):
         outcome = _POOL.call(tool.function, dict(arguments), timeout)
     else:
         outcome = _call_on_thread(tool.name, tool.function, arguments, timeout)
@@ -85,6 +94,30 @@ def run_tool(tool: Tool, arguments: Mapping[str, Any], timeout_s: float | None =
     return outcome.value
 
 
+def _in_worker(tool: Tool) -> bool:
+    """Whether this call goes to a worker process: the tool's isolation says so and a worker can
+    import its function (else a thread, saying why once per tool)."""
+    if tool.runs_in != "process":
+        return False
+    # Imported here: a process whose tools all run on threads never reads its script's source.
+    from agenttrace.runtime.placement import can_run_in_worker
+
+    return can_run_in_worker(tool)
+
+
+class _CallCancel(CancelToken):
+    """`current_cancel()` inside a tool on a thread: cancelled when its call is given up on
+    (timed out, interrupted) and whenever the task's own token is."""
+
+    def __init__(self, task: CancelToken | None) -> None:
+        super().__init__()
+        self.task = task
+
+    @property
+    def cancelled(self) -> bool:
+        return super().cancelled or (self.task is not None and self.task.cancelled)
+
+
 @dataclass
 class _Outcome:
     value: Any = None
@@ -96,17 +129,27 @@ class _Outcome:
 def _call_on_thread(name: str, function: Callable[..., Any], arguments: Mapping[str, Any], timeout: float) -> _Outcome:
     outcome = _Outcome()
     ctx = contextvars.copy_context()
+    cancel = _CallCancel(current_cancel())
+
+    def call() -> Any:
+        with task_cancel(cancel):
+            return function(**arguments)
 
     def work() -> None:
         try:
-            outcome.value = ctx.run(function, **arguments)
+            outcome.value = ctx.run(call)
         except BaseException as exc:  # reported to the caller, not lost in the thread
             outcome.error = exc
 
     worker = threading.Thread(target=work, name=f"tool-{name}", daemon=True)
     worker.start()
-    worker.join(timeout)
-    if worker.is_alive():  # abandoned: it runs on until it returns
+    try:
+        worker.join(timeout)
+    except BaseException:  # interrupted: the tool may stop when it next looks
+        cancel.cancel()
+        raise
+    if worker.is_alive():  # abandoned: it runs on until it returns, or until it sees `cancel`
+        cancel.cancel()
         return _Outcome(timed_out=True)
     return outcome
 
@@ -300,7 +343,7 @@ def warm_up(tools: Iterable[Tool]) -> None:
     """Start a worker for the process-isolated `tools` now: the fork server's start and the
     tools' imports (a second or two the first time) then happen here, at set-up, and not inside
     the first tool call's span. Nothing happens for tools that run on threads."""
-    functions = [t.function for t in tools if t.runs_in == "process"]
+    functions = [t.function for t in tools if _in_worker(t)]
     if functions:
         try:
             _POOL.warm(functions)

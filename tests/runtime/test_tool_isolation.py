@@ -126,3 +126,34 @@ def test_warm_up_starts_the_worker_before_the_first_call():
     start = time.perf_counter()
     assert run_tool(calculator, {"expression": "2+3"}, 10) is not None
     assert time.perf_counter() - start < 1.0  # the fork server and the import happened in warm_up
+
+
+def test_a_tool_on_a_thread_learns_that_its_call_timed_out():
+    # Before: the abandoned thread had no way to know (current_cancel() was the task's, or None).
+    from agenttrace.core.chat import current_cancel
+
+    stopped = threading.Event()
+
+    def reads_until_told() -> None:
+        while not current_cancel().cancelled:
+            time.sleep(0.01)
+        stopped.set()
+
+    with pytest.raises(ToolFailed) as err:
+        run_tool(Tool("walks", "d", SCHEMA, reads_until_told, isolation="thread"), {}, TIMEOUT_S)
+    assert err.value.timed_out
+    assert stopped.wait(SLACK_S)  # it looked, saw the call was given up on, and returned
+
+
+def test_a_tool_on_a_thread_sees_its_task_cancelled_and_not_a_finished_call():
+    from agenttrace.core.chat import CancelToken, current_cancel, task_cancel
+
+    def looks() -> bool:
+        return current_cancel().cancelled
+
+    tool = Tool("looks", "d", SCHEMA, looks, isolation="thread")
+    task = CancelToken()
+    with task_cancel(task):
+        assert run_tool(tool, {}) is False
+        task.cancel()
+        assert run_tool(tool, {}) is True  # the task's cancel reaches the tool (a delegate stops its sub-agent)
