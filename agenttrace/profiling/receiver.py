@@ -4,7 +4,9 @@ written as our trace file (one OTLP/JSON `ExportTraceServiceRequest` per line, S
 The conversion (`otlp_json_line`) is protobuf's own JSON mapping with the OTLP/JSON rules on
 top: trace and span ids as hex, not base64; enums as integers. Each request is written and
 flushed before it is answered, so once the program has exited (its exit flush waits for the
-answers) the file holds every span it sent.
+answers) the file holds every span it sent. A request the disk refuses (full, read-only) is
+left out whole (telemetry/files.py), answered as a partial success that rejected its spans (the
+program goes on, no retry storm), and said in one line, the recovery in another.
 """
 
 from __future__ import annotations
@@ -12,18 +14,22 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
+from agenttrace.telemetry.exporters import lost_line
+from agenttrace.telemetry.files import LineFile, reason
 
 __all__ = ["Receiver", "otlp_json_line", "otlp_json_lines", "receiving"]
 
@@ -69,25 +75,48 @@ class Receiver:
     spans: int = 0
     rejected: int = 0  # requests that were not OTLP protobuf (answered 400 or 415)
     services: set[str] = field(default_factory=set)  # service.name of every process that sent spans
-    _file: IO[str] | None = None
+    lost_requests: int = 0  # requests the disk refused (full, read-only): not in the file
+    lost_spans: int = 0
+    _file: LineFile | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _failing: bool = False
+    _said: int = 0  # lines said about the disk: the first failure, the first recovery
+    _why: str = ""  # why the last request was refused
 
-    def write(self, request: ExportTraceServiceRequest) -> None:
+    def write(self, request: ExportTraceServiceRequest) -> int:
+        """Append the request's spans as one line; the count the disk refused (0, or all)."""
         n = span_count(request)
         if not n:
-            return
+            return 0
         line = otlp_json_line(request)
         names = {a.value.string_value for rs in request.resource_spans for a in rs.resource.attributes
                  if a.key == "service.name"}
         with self._lock:
             if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self.path, "a", encoding="utf-8")
-            self._file.write(line + "\n")
-            self._file.flush()
+                self._file = LineFile(self.path)  # created with the first request that holds spans
+            try:
+                self._file.append((line + "\n").encode("utf-8"))
+            except OSError as exc:
+                self.lost_requests += 1
+                self.lost_spans += n
+                self._say(f"could not write {self.path}: {reason(exc)}; the program goes on, and its spans are "
+                          "lost until the disk takes them again", failing=True)
+                self._why = reason(exc)
+                return n
+            if self._failing:
+                self._say(f"{self.path} is written again; "
+                          f"{lost_line(self.lost_requests, self.lost_spans, self._why)}", failing=False)
             self.requests += 1
             self.spans += n
             self.services |= names
+            return 0
+
+    def _say(self, text: str, *, failing: bool) -> None:
+        """One line for the first failure and one for the first recovery; later ones are counted."""
+        if failing != self._failing and self._said < 2:
+            self._said += 1
+            print(f"agenttrace run: {text}", file=sys.stderr, flush=True)
+        self._failing = failing
 
     def close(self) -> None:
         with self._lock:
@@ -116,8 +145,12 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             except Exception:  # a malformed body is the sender's problem, answered, never raised
                 receiver.rejected += 1
                 return self._answer(400, b"not an ExportTraceServiceRequest")
-            receiver.write(request)
-            self._answer(200, ExportTraceServiceResponse().SerializeToString())
+            answer = ExportTraceServiceResponse()
+            refused = receiver.write(request)
+            if refused:  # OTLP's partial success: the sender logs nothing and does not retry
+                answer.partial_success.rejected_spans = refused
+                answer.partial_success.error_message = "the trace file could not be written"
+            self._answer(200, answer.SerializeToString())
 
         def _answer(self, status: int, payload: bytes) -> None:
             self.send_response(status)
