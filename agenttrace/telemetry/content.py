@@ -14,6 +14,15 @@ then each string is capped at `max_chars`. The cap applies per string, so the JS
 stays valid. In structured values a key that names a secret (`password`, `api_key`, `token`, ...)
 has its whole value redacted, whatever it looks like.
 
+Content is often JSON inside JSON: a tool result that is a JSON string whose values hold JSON
+again, each level escaped once more (`{\\"password\\": \\"...\\"}`, `\\\\\\"`, `\\u0022`). So a string
+that parses as JSON is redacted as the structure it is (keys and all, at every level of strings
+that parse in turn), and so is each JSON object or array inside other text (prose around a
+tool's answer, a quoted escaped document in a log line); what changed is written back as compact
+JSON, what did not is left as written. The patterns then run over text that is not JSON; their
+`key: "value"` rule takes a quote at any level of escaping (`"`, `\\"`, `\\\\\\"`, `\\u0022`) and
+replaces only what lies between the value's two quotes, so an escaped document stays valid.
+
 Error texts are content too: a tool's error or an exception's message may quote anything. Span
 status messages therefore come from `describe_error` / `status_text`: with capture off they say
 the error's kind and where ("2 schema errors at arguments.unit, arguments.city",
@@ -33,6 +42,7 @@ from opentelemetry.trace import Span
 
 from agenttrace import semconv as sc
 from agenttrace.errors import ModelMistake
+from agenttrace.telemetry.messages import chat_input_messages, chat_output_messages  # (where they were)
 
 __all__ = [
     "CONTENT_ENV",
@@ -48,11 +58,18 @@ _ON = {"true", "1", "yes", "on", "span_only", "span_and_event"}
 DEFAULT_MAX_CHARS = 4000
 
 # A key naming a secret: in `key=value` text and as a mapping key. `tokens` (max_tokens,
-# input_tokens) is a count, not a secret.
+# input_tokens) is a count, not a secret, and so are `token_count`, `token_usage`, `token_limit`.
 # (`tokenizer` neither.) The word may sit inside a longer key: `aws_secret_access_key`.
-_SECRET_WORD = r"(?:api[_-]?key|token(?!s|iz)|secret|password|passwd|passphrase|pwd|credential|private[_-]?key|authorization)"
-_SECRET_KEY = rf"(?:\b|(?<=[_\-])){_SECRET_WORD}[A-Za-z0-9_\-]*"
+_SECRET_WORD = r"(?:api[_-]?key|token(?!s|iz|_?(?:count|usage|limit))|secret|password|passwd|passphrase|pwd|credential|private[_-]?key|authorization)"
+# (after `u0022`, the `\u0022` escape of a quote, the word starts too)
+_SECRET_KEY = rf"(?:\b|(?<=[_\-])|(?<=u0022)){_SECRET_WORD}[A-Za-z0-9_\-]*"
 _SECRET_KEY_RE = re.compile(rf"(?i){_SECRET_WORD}")
+# A double quote at any level of JSON escaping: `"`, `\"`, `\\\"`, ..., or `\u0022`, `\\u0022`.
+# Taken with its whole backslash run (never preceded by another backslash), so that the quote
+# closing a value is the same sequence as the one opening it, at the same level.
+_QUOTE = r'(?<!\\)(?:\\*"|\\+u0022)'
+# Blanks between a key and its value, escaped or not (`\n` in an escaped pretty-printed document).
+_GAP = r"(?:\s|\\+[nrt]){0,16}"
 
 # (what, pattern). Key formats first, so a key inside an `api_key=...` pair is named by its kind.
 DEFAULT_REDACTIONS: tuple[tuple[str, str], ...] = (
@@ -68,9 +85,11 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str], ...] = (
     # scheme://user:password@host: only the password
     # (lengths bounded and starts pinned so that long runs of `a.a.a...` stay linear)
     ("password", r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/@]{0,256}:(?P<value>[^\s@/]{1,256})@"),
-    # `api_key=...`, `"password": "..."`, `aws_secret_access_key = ...`: only the value (the
-    # `value` groups: a quoted value whole, spaces included; an unquoted one to the next break)
-    ("secret", rf"(?i){_SECRET_KEY}[\"']?\s*[:=]\s*(?:\"(?P<value_dq>[^\"]{{2,}})\"|'(?P<value_sq>[^']{{2,}})'|(?P<value>[^\s\"',;]{{4,}}))"),
+    # `api_key=...`, `"password": "..."`, `{\"token\": \"...\"}`, `aws_secret_access_key = ...`:
+    # only the value (the `value` groups). A quoted value whole, spaces included, up to the same
+    # quote sequence that opened it; an unquoted one to the next break or escape (`kq`, the key's
+    # quote, is put around the marker there, so that `"pin": 1234` stays JSON).
+    ("secret", rf"(?i){_SECRET_KEY}(?P<kq>{_QUOTE}|')?{_GAP}[:=]{_GAP}(?:(?P<q>{_QUOTE})(?P<value_q>[^\n]{{2,2048}}?)(?<!\\)(?P=q)|'(?P<value_sq>[^']{{2,}})'|(?!(?:null|true|false)\b|\[REDACTED:)(?P<value>[^\s\"',;\\}}\]]{{4,}}))"),
     # AWS secret access key without its label: 40 characters of base64 mixing cases and digits
     # (a lowercase hex digest never matches)
     ("aws_secret", r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
@@ -80,6 +99,21 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str], ...] = (
 # networks do (2-6) and passing the Luhn check, so timestamps and ids are left alone.
 _CARD = re.compile(r"(?<![\d.])[2-6]\d(?:[ \-]?\d){11,17}(?![\d.])")
 _CARD_MARKER = "[REDACTED:card_number]"
+_SECRET_MARKER = "[REDACTED:secret]"
+# Levels of JSON (objects, arrays and strings that parse as JSON in turn) redacted as structure;
+# a deeper document is redacted as text by the patterns (which also see through escaping).
+_MAX_JSON_DEPTH = 64
+_NOT_JSON = object()
+# JSON inside other text (prose around a tool's answer, a quoted escaped document in a log line)
+# is redacted as structure too; a failed parse reads to the end of the text at worst, so only
+# the first few are allowed and hostile text stays linear.
+_SNIPPET_START = re.compile(r'[{\[]|"(?=\s*[{\[])')  # an object, an array, or a string holding one
+_MAX_SNIPPET_FAILURES = 32
+_DECODER = json.JSONDecoder()
+
+
+class _TooDeep(Exception):
+    """A document nests past _MAX_JSON_DEPTH: redact it as text instead."""
 
 
 def content_enabled_from_env() -> bool:
@@ -87,11 +121,21 @@ def content_enabled_from_env() -> bool:
     return os.environ.get(CONTENT_ENV, "").strip().lower() in _ON
 
 
-def _compile(patterns: Iterable[tuple[str, str | re.Pattern[str]] | str | re.Pattern[str]]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+# A compiled pattern and what replaces its matches (the marker, or a function of the match).
+_Rule = tuple[re.Pattern[str], Any]
+
+
+def _compile(patterns: Iterable[tuple[str, str | re.Pattern[str]] | str | re.Pattern[str]]) -> tuple[_Rule, ...]:
     out = []
     for p in patterns:
         label, pat = p if isinstance(p, tuple) else ("redacted", p)
-        out.append((label, pat if isinstance(pat, re.Pattern) else re.compile(pat)))
+        pattern = pat if isinstance(pat, re.Pattern) else re.compile(pat)
+        marker = f"[REDACTED:{label}]"
+        groups = [g for g in pattern.groupindex if g.startswith("value")]
+        if groups:  # (made once here: redaction runs on every string of every content attribute)
+            out.append((pattern, lambda m, mk=marker, gs=groups: _replace_groups(m, gs, mk)))
+        else:
+            out.append((pattern, marker))
     return tuple(out)
 
 
@@ -108,7 +152,7 @@ class ContentPolicy:
     redact: Sequence[tuple[str, str | re.Pattern[str]] | str | re.Pattern[str]] = ()
     max_chars: int = DEFAULT_MAX_CHARS
     default_redactions: bool = True
-    _patterns: tuple[tuple[str, re.Pattern[str]], ...] = field(init=False, repr=False, compare=False)
+    _patterns: tuple[_Rule, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.enabled is None:
@@ -122,20 +166,17 @@ class ContentPolicy:
         """Every match of every pattern replaced by `[REDACTED:<label>]` (for a pattern with
         groups named `value...`, only those groups); with the default redactions, card numbers
         that pass the Luhn check too."""
-        for label, pattern in self._patterns:
-            marker = f"[REDACTED:{label}]"
-            groups = [g for g in pattern.groupindex if g.startswith("value")]
-            if groups:
-                text = pattern.sub(lambda m, mk=marker, gs=groups: _replace_groups(m, gs, mk), text)
-            else:
-                text = pattern.sub(marker, text)
+        for pattern, replacement in self._patterns:
+            text = pattern.sub(replacement, text)
         if self.default_redactions:
-            text = _CARD.sub(lambda m: _CARD_MARKER if _luhn(m.group(0)) else m.group(0), text)
+            text = _CARD.sub(_card_replacement, text)
         return text
 
     def clean(self, text: str) -> str:
-        """Redact, then cap at `max_chars` (the cut is marked with how much was dropped)."""
-        text = self.redact_text(text)
+        """Redact, then cap at `max_chars` (the cut is marked with how much was dropped). A text
+        that is a JSON document is redacted as its structure, at every level of JSON held in its
+        strings, and written back (compact) only when something was redacted."""
+        text = self._redact_string(text, 0)
         if len(text) > self.max_chars:
             text = text[: self.max_chars] + f"...[{len(text) - self.max_chars} more characters]"
         return text
@@ -150,15 +191,79 @@ class ContentPolicy:
             return {self.clean(str(k)): self._clean_entry(str(k), v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.clean_value(v) for v in value]
+        return self._scalar(value)
+
+    def _clean_entry(self, key: str, value: Any) -> Any:
+        return _SECRET_MARKER if self._secret_entry(key, value) else self.clean_value(value)
+
+    def _secret_entry(self, key: str, value: Any) -> bool:
+        empty = value is None or isinstance(value, bool) or (isinstance(value, str) and not value)
+        return self.default_redactions and not empty and bool(_SECRET_KEY_RE.search(key))
+
+    def _scalar(self, value: Any) -> Any:
         if self.default_redactions and isinstance(value, int) and not isinstance(value, bool) and 10**12 <= value < 10**19:
             return _CARD_MARKER if _CARD.fullmatch(str(value)) and _luhn(str(value)) else value
         return value
 
-    def _clean_entry(self, key: str, value: Any) -> Any:
-        empty = value is None or isinstance(value, bool) or (isinstance(value, str) and not value)
-        if self.default_redactions and not empty and _SECRET_KEY_RE.search(key):
-            return "[REDACTED:secret]"
-        return self.clean_value(value)
+    def _redact_string(self, text: str, depth: int) -> str:
+        # JSON text is redacted as what it holds: a key names a secret whatever the escaping
+        # around it, and what is written back is valid JSON again (the patterns alone can only
+        # guess where an escaped value ends). Anything else goes through the patterns.
+        if depth >= _MAX_JSON_DEPTH or not (self._patterns or self.default_redactions):
+            return self.redact_text(text)
+        if text.lstrip()[:1] in ("{", "[", '"'):
+            try:
+                tree = json.loads(text)
+            except (ValueError, RecursionError):  # not JSON (or an integer past the digit limit), too deep
+                tree = _NOT_JSON
+            if tree is not _NOT_JSON:
+                try:
+                    cleaned = self._redact_tree(tree, depth + 1)
+                except _TooDeep:
+                    pass
+                else:
+                    return text if cleaned == tree else json.dumps(cleaned, ensure_ascii=False)
+        return self._redact_snippets(text, depth) if _SNIPPET_START.search(text) else self.redact_text(text)
+
+    def _redact_snippets(self, text: str, depth: int) -> str:
+        """`text` with each JSON object, array or string literal in it redacted as structure (a
+        secret-named key's value whole, a string's own JSON), then the patterns over all of it
+        (a `password: "..."` pair may straddle a snippet's edge; the patterns leave what the
+        structure pass wrote as it is)."""
+        out: list[str] = []
+        pos = covered = failures = 0
+        for start in _SNIPPET_START.finditer(text):
+            i = start.start()
+            if i < covered:
+                continue  # inside a snippet already read
+            try:
+                tree, end = _DECODER.raw_decode(text, i)
+                cleaned = self._redact_tree(tree, depth + 1)
+            except (ValueError, RecursionError, _TooDeep):
+                failures += 1
+                if failures == _MAX_SNIPPET_FAILURES:
+                    break
+                continue
+            covered = end
+            if cleaned != tree:
+                out += [text[pos:i], json.dumps(cleaned, ensure_ascii=False)]
+                pos = end
+        out.append(text[pos:])
+        return self.redact_text("".join(out))
+
+    def _redact_tree(self, value: Any, depth: int) -> Any:
+        """A parsed JSON value redacted like `clean_value`, its strings through `_redact_string`
+        (uncapped: the text holding them is capped as a whole). _TooDeep past the depth limit."""
+        if depth > _MAX_JSON_DEPTH:
+            raise _TooDeep
+        if isinstance(value, str):
+            return self._redact_string(value, depth)
+        if isinstance(value, dict):
+            return {self._redact_string(k, depth): _SECRET_MARKER if self._secret_entry(k, v) else self._redact_tree(v, depth + 1)
+                    for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._redact_tree(v, depth + 1) for v in value]
+        return self._scalar(value)
 
     # -- error texts -------------------------------------------------------------------------
     def describe_error(self, exc: BaseException) -> str:
@@ -213,8 +318,15 @@ def _replace_groups(match: re.Match[str], groups: Sequence[str], marker: str) ->
     for group in groups:  # in a pattern of alternatives, the one group that matched
         start, end = match.span(group)
         if start >= 0:
+            quote = match.groupdict().get("kq") if group == "value" else None
+            if quote and quote != "'":  # an unquoted value after a quoted key: the marker quoted alike
+                marker = quote + marker + quote
             return whole[: start - offset] + marker + whole[end - offset :]
     return marker
+
+
+def _card_replacement(match: re.Match[str]) -> str:
+    return _CARD_MARKER if _luhn(match.group(0)) else match.group(0)
 
 
 def _luhn(text: str) -> bool:
@@ -229,59 +341,3 @@ def _luhn(text: str) -> bool:
 
 # A policy with capture off, for span-ending code given no policy: no values in status messages.
 CONTENT_OFF = ContentPolicy(enabled=False)
-
-
-# -- GenAI message shapes ----------------------------------------------------------------------
-def _text_part(text: str) -> dict[str, Any]:
-    return {"type": "text", "content": text}
-
-
-def chat_input_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
-    """GenAI `{role, parts}` messages from our `Message`s or OpenAI-style message dicts/objects."""
-    out = []
-    for m in messages:
-        get = m.get if isinstance(m, Mapping) else (lambda k, d=None, _m=m: getattr(_m, k, d))
-        role = str(get("role", "user"))
-        parts: list[dict[str, Any]] = []
-        content = get("content")
-        if role == "tool":
-            parts.append({"type": "tool_call_response", "id": get("tool_call_id"), "response": _flatten(content)})
-        elif content:
-            parts.append(_text_part(_flatten(content)))
-        for call in get("tool_calls") or ():
-            parts.append(_tool_call_part(call))
-        out.append({"role": role, "parts": parts})
-    return out
-
-
-def chat_output_messages(text: str | None, finish_reason: str | None, tool_calls: Iterable[Any] = ()) -> list[dict[str, Any]]:
-    """One assistant output message in the GenAI shape."""
-    parts = [_text_part(text)] if text else []
-    parts += [_tool_call_part(c) for c in tool_calls]
-    return [{"role": "assistant", "parts": parts, "finish_reason": finish_reason or "stop"}]
-
-
-def _tool_call_part(call: Any) -> dict[str, Any]:
-    if isinstance(call, Mapping):
-        fn = call.get("function") or {}
-        cid, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
-    else:
-        fn = getattr(call, "function", None)
-        cid = getattr(call, "id", None)
-        name = getattr(fn, "name", None) if fn is not None else getattr(call, "name", None)
-        args = getattr(fn, "arguments", None) if fn is not None else getattr(call, "arguments", None)
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError:
-            pass
-    return {"type": "tool_call", "id": cid, "name": name, "arguments": args}
-
-
-def _flatten(content: Any) -> str:
-    # OpenAI content may be a list of parts ({"type": "text", "text": ...}); keep the text.
-    if isinstance(content, str) or content is None:
-        return content or ""
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) if isinstance(p, Mapping) else str(getattr(p, "text", "")) for p in content)
-    return str(content)
