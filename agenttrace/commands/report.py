@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,12 +36,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     report.set_defaults(func=run)
 
 
-def write_output(text: str, output: str | None, command: str = "report") -> int:
-    """Write `text` to the file `output` whole (telemetry/files.py: a full or read-only disk
-    leaves the old file, and one line says so), or to stdout; the exit status: 0, or 1 when the
-    file could not be written."""
+def write_output(text: str | Iterable[str], output: str | None, command: str = "report") -> int:
+    """Write `text` (or its pieces, in order) to the file `output` whole (telemetry/files.py: a
+    full or read-only disk leaves the old file, and one line says so), or to stdout, ending in a
+    newline; the exit status: 0, or 1 when the file could not be written."""
+    if isinstance(text, str):
+        text = (text,)
     if not output:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        last = ""
+        for last in text:
+            sys.stdout.write(last)
+        if not last.endswith("\n"):
+            sys.stdout.write("\n")
         return 0
     from agenttrace.telemetry.files import unwritten, write_whole
 
@@ -169,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"agenttrace report: {report}", file=sys.stderr)
         return 2
     if args.format == "json":
-        return write_output(report.model_dump_json(indent=2), args.output)
+        return write_output(report.iter_json(indent=2), args.output)  # a task at a time
     elif args.format == "markdown":
         from agenttrace.report.markdown import report_markdown
 

@@ -355,6 +355,7 @@ class RunFigures(BaseModel):
 
 
 class Report(JsonDocument):
+    STREAMED = "tasks"  # written one task at a time (jsondoc.py)
     schema_version: int = 1
     sources: list[str]
     problems: list[str]  # lines or spans that could not be used, with file and line

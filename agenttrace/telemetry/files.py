@@ -15,6 +15,7 @@ import os
 import stat
 import threading
 import uuid
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 __all__ = ["IncompleteWrite", "LineFile", "reason", "unwritten", "write_whole"]
@@ -142,8 +143,9 @@ class LineFile:
                 os.close(fd)
 
 
-def write_whole(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write `data` to `path` all or nothing, or raise the OSError.
+def write_whole(path: str | os.PathLike[str], data: str | bytes | Iterable[str]) -> None:
+    """Write `data` (or its pieces, in order: a large document need not be one string) to `path`
+    all or nothing, or raise the OSError.
 
     A regular file (or a new one) is written to a temporary file in the same folder, then
     renamed over it: a full or read-only disk leaves the old file (or none) and the OSError is
@@ -153,13 +155,13 @@ def write_whole(path: str | os.PathLike[str], data: str | bytes) -> None:
     written in place, and a failed write raises `IncompleteWrite`: part of `data` may be
     there. Folders are not created.
     """
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    pieces = _pieces(data)
     try:
         mode = os.stat(path).st_mode  # through symlinks: /dev/stdout is the pipe or terminal
     except FileNotFoundError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
-        _write_in_place(Path(path), raw)
+        _write_in_place(Path(path), pieces)
         return
     target = Path(os.path.realpath(path))
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
@@ -168,12 +170,13 @@ def write_whole(path: str | os.PathLike[str], data: str | bytes) -> None:
     except PermissionError:
         if mode is not None and os.access(target, os.W_OK):
             # a writable file in a folder we may not create in: in place is the only way
-            _write_in_place(target, raw)
+            _write_in_place(target, pieces)
             return
         raise
     try:
         try:
-            _write_all(fd, raw)
+            for raw in pieces:
+                _write_all(fd, raw)
             if mode is not None:
                 os.fchmod(fd, stat.S_IMODE(mode))
             os.fsync(fd)  # a filesystem that reports the full disk only at sync says it here
@@ -188,11 +191,21 @@ def write_whole(path: str | os.PathLike[str], data: str | bytes) -> None:
         raise
 
 
-def _write_in_place(target: Path, raw: bytes) -> None:
+def _pieces(data: str | bytes | Iterable[str]) -> Iterator[bytes]:
+    if isinstance(data, (str, bytes)):
+        data = (data,)
+    for piece in data:
+        yield piece.encode("utf-8") if isinstance(piece, str) else piece
+
+
+def _write_in_place(target: Path, pieces: Iterator[bytes]) -> None:
     fd = os.open(target, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
+    done = 0
     try:
-        _write_all(fd, raw)
+        for raw in pieces:
+            done += _write_all(fd, raw)
     except OSError as exc:
+        exc.written = done + getattr(exc, "written", 0)  # type: ignore[attr-defined]
         # a device that took no byte (/dev/full) holds nothing of ours; a file cut by O_TRUNC,
         # or anything that took part, holds part
         if getattr(exc, "written", 0) or stat.S_ISREG(os.fstat(fd).st_mode):
