@@ -17,6 +17,7 @@ accepted prefix after a rejected draft.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ class GrammarCompiler:
                 "a fast (Rust-backed) Hugging Face tokenizer. Run without constrained decoding for this model."
             ) from exc
         self._cache: OrderedDict[Constraint, _Compiled] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _grammar(self, c: Constraint) -> str:
         m = self._llg.LLMatcher
@@ -84,10 +86,11 @@ class GrammarCompiler:
     def compile(self, c: Constraint, clock: Clock) -> _Compiled:
         """The compiled grammar of `c`: from the cache (compile_s 0) or compiled now. A grammar
         the engine refuses is cached too, with its error, so it is not retried every call."""
-        hit = self._cache.get(c)
-        if hit is not None:
-            self._cache.move_to_end(c)
-            return _Compiled(hit.prototype, 0.0, hit.error)
+        with self._lock:  # the batch's request threads compile at once
+            hit = self._cache.get(c)
+            if hit is not None:
+                self._cache.move_to_end(c)
+                return _Compiled(hit.prototype, 0.0, hit.error)
         start = clock.now_ns()
         try:
             grammar = self._grammar(c)
@@ -98,17 +101,18 @@ class GrammarCompiler:
                 prototype, error = None, prototype.get_error()
         except (ValueError, TypeError) as exc:  # not valid JSON, a schema that is not an object...
             prototype, error = None, f"{type(exc).__name__}: {exc}"
-        compiled = _Compiled(prototype, (clock.now_ns() - start) / 1e9, _first_line(error) if error else None)
-        if compiled.error:
-            _log.warning("grammar %r does not compile (%s); decoding unconstrained", c.name, compiled.error)
-        self._cache[c] = compiled
-        if len(self._cache) > _MAX_CACHED:
-            self._cache.popitem(last=False)
+        compiled = _Compiled(prototype, (clock.now_ns() - start) / 1e9, _one_line(error) if error else None)
+        with self._lock:
+            self._cache[c] = compiled
+            if len(self._cache) > _MAX_CACHED:
+                self._cache.popitem(last=False)
         return compiled
 
     def matcher(self, c: Constraint, clock: Clock) -> Matcher:
         """A fresh matcher for one generation under `c` (`active` False when it fell back)."""
         compiled = self.compile(c, clock)
+        if compiled.error and compiled.compile_s:  # once per grammar: later calls hit the cache
+            _log.warning("grammar %r does not compile (%s); decoding unconstrained", c.name, compiled.error)
         inner = compiled.prototype.deep_copy() if compiled.prototype is not None else None
         return Matcher(inner, self.vocab_size, clock, grammar=c.name, compile_s=compiled.compile_s,
                        fallback=compiled.error, eos_ids=self.eos_ids)
@@ -123,8 +127,9 @@ def apply_mask_(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     return logits
 
 
-def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "grammar error"
+def _one_line(text: str) -> str:
+    # the engine's errors span lines ("regex parse error:" then what is wrong); keep them all
+    line = " ".join(part.strip() for part in text.splitlines() if part.strip()) or "grammar error"
     return line[:300]
 
 
