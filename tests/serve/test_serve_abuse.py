@@ -187,8 +187,9 @@ def test_max_tokens_over_the_cap_is_refused_not_trimmed(served):
         ({"type": "foo"}, "Invalid type: foo"),
         ({"$ref": "#/$defs/missing"}, "'/$defs/missing' does not exist"),
         ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength (5) is greater than maxLength (2)"),
+        ({"type": "string", "pattern": "(unclosed"}, "unclosed group"),  # the engine's second line, kept
     ],
-    ids=["unknown-type", "dangling-ref", "unsatisfiable"],
+    ids=["unknown-type", "dangling-ref", "unsatisfiable", "bad-pattern"],
 )
 def test_a_json_schema_that_does_not_compile_is_refused_400(served, schema, said):
     server, spans = served
