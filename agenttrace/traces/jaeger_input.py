@@ -23,7 +23,6 @@ No torch import on this path.
 from __future__ import annotations
 
 import base64
-import json
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -72,8 +71,8 @@ def _tag_value(tag: dict[str, Any]) -> Any:
     text = "" if value is None else str(value)
     if tag.get("key") in _ARRAY_ATTRIBUTES and text.startswith("["):
         try:
-            return json.loads(text)
-        except json.JSONDecodeError:
+            return parse_json(text)
+        except JSONError:  # not JSON, or nested deeper than the parser goes: the text as it came
             return text
     return sys.intern(text) if len(text) <= 48 else text
 
@@ -136,7 +135,7 @@ def _span(s: dict[str, Any], resources: dict[str, dict[str, Any]], source: str) 
     )
 
 
-def _trace_spans(trace: dict[str, Any], source: str, problems: list[str]) -> list[SpanRecord]:
+def _trace_spans(trace: dict[str, Any], source: str, problems: list[str], shapes: dict[str, int]) -> list[SpanRecord]:
     trace_id = str(trace.get("traceID", "?"))[:40]
     spans_in = trace.get("spans")
     if not isinstance(spans_in, list):
@@ -144,14 +143,14 @@ def _trace_spans(trace: dict[str, Any], source: str, problems: list[str]) -> lis
             problems.append(f"{source}: trace {trace_id}: `spans` is a {type(spans_in).__name__}, not a list; "
                             "trace skipped")
         return []
-    resources = _resources(trace, trace_id, source, problems)
+    resources = _resources(trace, trace_id, source, problems, shapes)
     for w in _listed(trace.get("warnings")):
         problems.append(f"{source}: Jaeger warning on trace {trace_id}: {w}")
     spans = []
     for s in spans_in:
         try:
             span = _span(s, resources, source)
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
             sid = s.get("spanID", "?") if isinstance(s, dict) else "?"
             problems.append(f"{source}: span {str(sid)[:40]} of trace {trace_id}: unreadable "
                             f"({type(exc).__name__}: {str(exc)[:200]}); span skipped")
@@ -167,21 +166,23 @@ def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _resources(trace: dict[str, Any], trace_id: str, source: str, problems: list[str]) -> dict[str, dict[str, Any]]:
+def _resources(trace: dict[str, Any], trace_id: str, source: str, problems: list[str],
+               shapes: dict[str, int]) -> dict[str, dict[str, Any]]:
     """The trace's processes as resources. One that cannot be read is said and left out: its
-    spans are read with an unknown service rather than lost."""
+    spans are read with an unknown service rather than lost. `processes` of another shape is
+    counted in `shapes` by its type (said once per document, not once per trace)."""
     processes = trace.get("processes")
     if processes is None:
         return {}
     if not isinstance(processes, dict):
-        problems.append(f"{source}: trace {trace_id}: `processes` is a {type(processes).__name__}, not an object; "
-                        "its spans are read without their process (service unknown-service)")
+        kind = type(processes).__name__
+        shapes[kind] = shapes.get(kind, 0) + 1
         return {}
     resources: dict[str, dict[str, Any]] = {}
     for pid, proc in processes.items():
         try:
             resources[pid] = {sc.SERVICE_NAME: proc.get("serviceName", "unknown-service"), **_tags(proc.get("tags"))}
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
             problems.append(f"{source}: trace {trace_id}: process {str(pid)[:40]} unreadable ({type(exc).__name__}: "
                             f"{str(exc)[:200]}); its spans are read without it (service unknown-service)")
     return resources
@@ -203,24 +204,30 @@ def spans_from_jaeger(doc: Any, source: str, problems: list[str]) -> list[SpanRe
         raise TypeError(f"a JSON {type(doc).__name__}, not a Jaeger trace, a list of them or a query answer")
     spans: list[SpanRecord] = []
     not_traces = 0
+    shapes: dict[str, int] = {}  # `processes` of another shape, by type: how many traces
     for trace in traces:
         if isinstance(trace, dict):
-            spans.extend(_trace_spans(trace, source, problems))
+            spans.extend(_trace_spans(trace, source, problems, shapes))
         else:
             not_traces += 1
     if not_traces:
         problems.append(f"{source}: {not_traces} item(s) in place of traces are not JSON objects; skipped")
+    for kind, n in shapes.items():
+        problems.append(f"{source}: {n} trace(s) whose `processes` is a {kind}, not an object: their spans are read "
+                        "without their process (service unknown-service)")
     return spans
 
 
 class JaegerQuery:
     """What to ask a Jaeger query service for: the traces of `service` that started within the
-    last `lookback` (e.g. `30m`, `2h`, `1d`), at most `limit` of them (0: all), each request
-    within `timeout_s` and the whole read within `limits` (deadline, bytes, requests, one
-    answer's size)."""
+    last `lookback` (e.g. `30m`, `2h`, `1d`), at most `limit` of them (0: all), the whole read
+    within `limits` (deadline, bytes, requests, one answer's size) and each request within
+    `timeout_s` (None: whatever is left of the read's deadline; one slow answer is not a
+    failure while the read has time)."""
 
     def __init__(self, url: str, service: str, *, lookback: str = "1h", limit: int = 20,
-                 operation: str | None = None, timeout_s: float = 60.0, limits: ReadLimits | None = None) -> None:
+                 operation: str | None = None, timeout_s: float | None = None,
+                 limits: ReadLimits | None = None) -> None:
         self.url = url.rstrip("/")
         self.service = service
         self.lookback = lookback
@@ -266,11 +273,11 @@ def _fetch(url: str, query: JaegerQuery, budget: ReadBudget) -> _Page:
     """One search request, within the read's budget: its spans, or why there are none (never an
     exception)."""
     try:
-        answer = bounded_http.get(url, timeout_s=query.timeout_s, budget=budget)
+        answer = bounded_http.get(url, timeout_s=query.timeout_s or query.limits.deadline_s, budget=budget)
     except ReadCut as exc:
         return _Page(failure=str(exc), cut=True, too_large=exc.answer_too_large)
     except HTTPGetError as exc:
-        return _Page(failure=f"no usable answer from Jaeger: {exc} (is its query service running there?)")
+        return _Page(failure=f"no usable answer from Jaeger: {exc}")
     if answer.status != 200:
         detail = answer.body[:500].decode("utf-8", "replace").strip()
         return _Page(failure=f"Jaeger answered HTTP {answer.status} {answer.reason}: {detail}")

@@ -244,7 +244,7 @@ def test_processes_as_a_string_keeps_the_spans(capsys):
     with hostile_jaeger(traces=_store(2), good_answers=0, processes="p1") as jaeger:
         code, report, _ = _report(capsys, jaeger.url)
     assert code == 0 and len(report["tasks"]) == 2
-    assert len([p for p in report["problems"] if "`processes` is a str, not an object" in p]) == 2
+    assert len([p for p in report["problems"] if "2 trace(s) whose `processes` is a str, not an object" in p]) == 1
 
 
 def test_other_shapes_are_problems_not_tracebacks():
@@ -252,8 +252,10 @@ def test_other_shapes_are_problems_not_tracebacks():
     doc = {"data": ["a trace?", {"traceID": "ab", "spans": "none"}, {"traceID": "cd", "spans": [],
                                                                    "processes": {"p1": "svc", "p2": {"tags": 5}}},
                     _trace(0, 1_000_000)], "errors": "oops"}
+    deep = "[" * 100_000  # an array attribute Jaeger keeps as JSON text, nested past the parser
+    doc["data"][-1]["spans"][3]["tags"].append({"key": "gen_ai.response.finish_reasons", "value": deep})
     spans = spans_from_jaeger(doc, "x", problems)
-    assert len(spans) == 5
+    assert len(spans) == 5 and spans[3].attributes["gen_ai.response.finish_reasons"] == deep
     assert any("1 item(s) in place of traces are not JSON objects" in p for p in problems)
     assert any("`spans` is a str, not a list" in p for p in problems)
     assert sum("process p" in p and "unreadable" in p for p in problems) == 2
