@@ -74,7 +74,6 @@ SegmentTimes = create_model(
     **{name: (float, 0.0) for name in SEGMENT_FIELDS},
 )
 
-
 STAGE_FIELDS = ("generation", "tool", "memory", "compaction", "delegation_overhead", "other")
 STAGE_LABELS = {f: f.replace("_", " ") for f in STAGE_FIELDS}  # as tables and notes print them
 
