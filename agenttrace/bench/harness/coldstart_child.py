@@ -1,5 +1,5 @@
 """The process `agenttrace bench` starts to measure cold start: import, load the model, run one
-task, and write when each of those happened, on `agenttrace.clock`'s real clock (epoch-aligned
+task's first step (where its first valid tool call is), and write when each of those happened, on `agenttrace.clock`'s real clock (epoch-aligned
 nanoseconds, the time base every process's spans share, so the parent can subtract the moment it
 started this one).
 
@@ -15,6 +15,7 @@ _T_MAIN = default_clock().now_ns()  # the interpreter is up and this module is b
 import argparse  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
+from dataclasses import replace  # noqa: E402
 
 
 def _first_valid_call_s(trace: str) -> tuple[float | None, str | None]:
@@ -54,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     task = next(t for t in suite.tasks if t.id == args.task)
     trace = args.result + ".trace.jsonl"
     tel, _ = capture_telemetry(clock, trace_file=trace)  # real clock; the report reads the file after
-    agent = suite.build_agent(build_model(args.arm, loaded, opts), tel)
+    # One step: the first valid tool call is in it, and what the task does after it is no part of
+    # a cold start (the rest of the task took longer than the start itself).
+    agent = suite.build_agent(build_model(args.arm, loaded, opts), tel, config=replace(suite.config, max_steps=1))
     t_agent = clock.now_ns()
     agent.run(task)
     t_end = clock.now_ns()
