@@ -140,22 +140,29 @@ def test_a_line_cut_short_that_cannot_be_cut_back_is_followed_on_a_new_line(tmp_
     assert path.read_bytes().split(b"\n") == [b'{"torn": ', b'{"a": 1}', b'{"b{"other": 1}', b'{"c": 3}', b""]
 
 
+def fill_after_first_write(monkeypatch, nbytes, ours):
+    """os.write on the descriptors `ours` picks: the first write takes `nbytes`, then the disk is
+    full. Returns the real os.write."""
+    real_write = os.write
+    calls = []
+
+    def full(fd, data):
+        if not ours(fd):
+            return real_write(fd, data)
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[:nbytes]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    return real_write
+
+
 def test_a_refused_write_is_cut_back_to_the_last_whole_line(tmp_path, monkeypatch):
     path = tmp_path / "t.jsonl"
     lines = LineFile(path)
     lines.append(b'{"a": 1}\n')
-    real_write = os.write
-    calls = []
-
-    def part_then_full(fd, data):
-        if fd != lines._fd:
-            return real_write(fd, data)
-        calls.append(len(data))
-        if len(calls) == 1:
-            return real_write(fd, bytes(data[:4]))
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "write", part_then_full)
+    real_write = fill_after_first_write(monkeypatch, 4, lambda fd: fd == lines._fd)
     with pytest.raises(OSError, match="No space left"):
         lines.append(b'{"b": 2}\n')
     monkeypatch.setattr(os, "write", real_write)
@@ -204,18 +211,7 @@ def test_write_whole_leaves_the_old_file_when_the_disk_fills(tmp_path, monkeypat
     out = tmp_path / "report.json"
     out.write_text("old report\n")
     out.chmod(0o640)
-    real_write = os.write
-    calls = []
-
-    def full(fd, data):  # the first write takes 10 bytes, then the disk is full
-        if fd in (0, 1, 2):
-            return real_write(fd, data)
-        calls.append(len(data))
-        if len(calls) == 1:
-            return real_write(fd, bytes(data[:10]))
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "write", full)
+    real_write = fill_after_first_write(monkeypatch, 10, lambda fd: fd not in (0, 1, 2))
     with pytest.raises(OSError):
         write_whole(out, "new report " * 100)
     monkeypatch.setattr(os, "write", real_write)
