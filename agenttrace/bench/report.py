@@ -81,7 +81,8 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
             add = lambda b: builder.add(b.spans, b.seq)  # noqa: E731
             sources = [path]
         else:
-            from agenttrace.traces.clickhouse import ClickHouseQuery, connect, read_traces
+            from agenttrace.traces.clickhouse import ClickHouseQuery, connect
+            from agenttrace.traces.clickhouse_read import read_traces
 
             assert store is not None
             query = ClickHouseQuery(store, "otel_traces")

@@ -44,7 +44,7 @@ def add_read_limits(parser: argparse.ArgumentParser) -> None:
     """--deadline SECONDS --max-mb MB --max-requests N --max-answer-mb MB: the ReadLimits of one
     read of a remote source (read_limits)."""
     g = parser.add_argument_group(
-        "Bounds of one read of a remote source (--jaeger, --phoenix)",
+        "Bounds of one read of a remote source (--jaeger, --clickhouse, --phoenix)",
         "The read stops at the first bound it meets; the report covers what was read before and says what was cut "
         "and why. The defaults are far above a real read: raise one when its line says so.")
     g.add_argument("--deadline", type=float, default=_DEFAULT.deadline_s, metavar="SECONDS",
@@ -111,7 +111,8 @@ def _time_ns(text: str, now_s: float) -> int:
 
 
 def clickhouse_query(args: argparse.Namespace):
-    """The ClickHouseQuery the options ask for, or None without --clickhouse."""
+    """The ClickHouseQuery the options ask for (within read_limits), or None without
+    --clickhouse. Raises InputError for a number out of range."""
     if not getattr(args, "clickhouse", None):
         return None
     from agenttrace.traces.clickhouse import ClickHouseQuery
@@ -121,7 +122,7 @@ def clickhouse_query(args: argparse.Namespace):
     now = default_clock().now_ns() / 1e9  # epoch seconds
     return ClickHouseQuery(args.clickhouse, args.table, since_ns=_time_ns(args.since, now) if args.since else None,
                            until_ns=_time_ns(args.until, now) if args.until else None, service=args.service,
-                           batch_traces=args.batch_traces)
+                           batch_traces=args.batch_traces, limits=read_limits(args))
 
 
 def phoenix_query(args: argparse.Namespace):

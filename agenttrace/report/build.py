@@ -59,10 +59,11 @@ def report_clickhouse(query, *, sample: int | None = None) -> Report:
     """The report of the traces a ClickHouse table holds (traces/clickhouse.py: the OpenTelemetry
     exporter's schema, filters in SQL, whole traces `query.batch_traces` at a time). Raises
     ClickHouseError when the store is unreachable or the table not the exporter's."""
-    from agenttrace.traces.clickhouse import connect, read_traces
+    from agenttrace.traces.clickhouse import connect
+    from agenttrace.traces.clickhouse_read import read_traces
     from agenttrace.traces.stream import no_gc
 
-    store = connect(query.url)
+    store = connect(query.url, timeout_s=query.limits.deadline_s)
     problems: list[str] = []
     builder = ReportBuilder(summary=sample)
     with no_gc():

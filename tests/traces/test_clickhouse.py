@@ -16,8 +16,9 @@ from agenttrace.cli import main
 from agenttrace.errors import ClickHouseError
 from agenttrace.report import report_from_files
 from agenttrace.report.build import report_clickhouse
-from agenttrace.traces.clickhouse import ClickHouseQuery, check_table, connect, read_traces, trace_pages, typed_value
+from agenttrace.traces.clickhouse import ClickHouseQuery, check_table, connect
 from agenttrace.traces.clickhouse_export import as_string, export_spans, row_of
+from agenttrace.traces.clickhouse_read import read_traces, trace_pages, typed_value
 from agenttrace.traces.otlp_file import read_spans
 
 pytest.importorskip("chdb")
