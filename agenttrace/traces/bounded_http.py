@@ -87,7 +87,8 @@ class ReadBudget:
         if self.bytes >= lim.max_bytes:
             return f"the byte budget of {lim.max_bytes / _MiB:g} MiB is spent (raise it with --max-mb)"
         if self.requests >= lim.max_requests:
-            return f"the budget of {lim.max_requests} requests is spent (raise it with --max-requests)"
+            n = lim.max_requests
+            return f"the budget of {n} request{'s' if n != 1 else ''} is spent (raise it with --max-requests)"
         return None
 
     def spend(self, nbytes: int, requests: int = 1) -> None:
