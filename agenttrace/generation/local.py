@@ -19,7 +19,7 @@ from agenttrace.generation.constrain import GrammarCompiler
 from agenttrace.generation.device import device_clock, device_peaks
 from agenttrace.generation.drafters import Drafter, fork_drafter
 from agenttrace.generation.loop import Decoded, StopCriteria, generate
-from agenttrace.generation.packed import packed_view
+from agenttrace.generation.packed import packed_view, packs_one_row
 from agenttrace.generation.prefix_cache import PrefixCache
 
 if TYPE_CHECKING:
@@ -95,7 +95,10 @@ class LocalChatModel:
         # (an empty PrefixCache is falsy: test for the type, not truthiness)
         self.prefix_cache = prefix_cache if isinstance(prefix_cache, PrefixCache) else (PrefixCache() if prefix_cache else None)
         if packed_verify is None:
-            packed_verify = drafter is not None
+            # Plain decoding takes the packed view too where this process runs 1-row products on
+            # it (packed.packs_one_row): a baseline and a speculative arm's plain steps then run
+            # the same kernels, so greedy text cannot differ by kernel between arms.
+            packed_verify = drafter is not None or packs_one_row()
         # The model the loop runs: with packed weights its verify passes cost far less on a CPU;
         # compiled, its short passes run as torch.compile graphs over a static cache (inductor
         # packs weights its own way, so the two do not stack).

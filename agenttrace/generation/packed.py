@@ -9,8 +9,8 @@ passes measured 1.0x (2 tokens), 1.1x (4) and 1.3x (8).
 
 `packed_view(model)` returns the model with every `nn.Linear` wrapped so that products of 2 to
 `max_rows` rows use the packed weights; long ones (prefill) keep the stock kernels, and so do
-1-row products (plain decoding) unless a probe measures the packed ones faster on this CPU (they
-were 1.3x faster on an AVX-512 machine, slower on the AVX2 one). The view shares every parameter
+1-row products (plain decoding) unless the CPU has AVX-512, where the packed ones measured faster
+(1.3-1.7x; slower on an AVX2 machine). The view shares every parameter
 with the model; the packed copies cost one more copy of the linear weights in memory. Results
 differ from the stock kernels only in float rounding (the summation order), as any two kernels do.
 """
@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import copy
 import logging
+import weakref
 
 import torch
 from torch import nn
 from transformers import PreTrainedModel
-
-from agenttrace.clock import default_clock, elapsed_s
 
 _log = logging.getLogger(__name__)
 
@@ -58,34 +57,15 @@ class PackedLinear(nn.Module):
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.linear.bias, "none", [], "")
 
 
-_ONE_ROW: dict[tuple[int, int, int], bool] = {}
+def packs_one_row() -> bool:
+    """Whether 1-row products (plain decoding steps) run on the packed weights in this process.
 
-
-def packed_one_row_is_faster(in_features: int, out_features: int) -> bool:
-    """Whether a 1-row product is faster on packed weights than on the stock kernel, here: MKL's
-    matrix-vector path won on the AVX2 machine this was first measured on (so plain steps kept
-    it), oneDNN's packed one by 1.3x on an AVX-512 one. Timed once per shape and thread count
-    (about 20 ms), since it is the CPU that decides."""
-    key = (in_features, out_features, torch.get_num_threads())
-    if key not in _ONE_ROW:
-        with torch.inference_mode():
-            gen = torch.Generator().manual_seed(0)
-            weight = torch.randn(out_features, in_features, generator=gen)
-            packed = torch.ops.mkldnn._reorder_linear_weight(weight, 8)
-            x = torch.randn(1, in_features, generator=gen)
-            stock = lambda: torch.nn.functional.linear(x, weight)  # noqa: E731
-            fast = lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")  # noqa: E731
-            clock = default_clock()
-            best = {}
-            for name, f in (("stock", stock), ("packed", fast), ("stock", stock), ("packed", fast)):
-                for _ in range(5):
-                    f()
-                t = clock.now_ns()
-                for _ in range(40):
-                    f()
-                best[name] = min(best.get(name, float("inf")), elapsed_s(clock, t))
-        _ONE_ROW[key] = best["packed"] < 0.95 * best["stock"]
-    return _ONE_ROW[key]
+    Decided by the CPU's vector width, not by timing: oneDNN's packed kernel beat MKL's
+    matrix-vector one by 1.3-1.7x on the AVX-512 machines measured and lost on the AVX2 one, and a
+    timed probe could flip between runs of a busy machine, giving two models of one process (a
+    baseline arm and a speculative one) different kernels for the same step, so greedy text could
+    differ at near-ties. One answer for the process, for every model instance and arm."""
+    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
 
 
 def _has_linear(module: nn.Module) -> bool:
@@ -111,11 +91,16 @@ def packed_view(model: PreTrainedModel, max_rows: int = 64) -> PreTrainedModel:
     Returns `model` itself when packing is not available (GPU, other dtypes, no oneDNN)."""
     if not packing_available(model):
         return model
-    # 1-row products (plain steps) take the packed weights too where that measures faster here
-    widest = max((m for m in model.modules() if type(m) is nn.Linear), key=lambda m: m.weight.numel(), default=None)
-    min_rows = 1 if widest is not None and packed_one_row_is_faster(widest.in_features, widest.out_features) else 2
-    try:
-        return _view(model, max_rows, min_rows)  # type: ignore[return-value]
-    except RuntimeError as exc:  # an unusual layer the packing op refuses: stay on stock kernels
-        _log.info("prepacking the model's weights failed, verify passes use stock kernels: %s", exc)
-        return model
+    views = _VIEWS.setdefault(model, {})
+    if max_rows not in views:
+        try:
+            views[max_rows] = _view(model, max_rows, 1 if packs_one_row() else 2)
+        except RuntimeError as exc:  # an unusual layer the packing op refuses: stay on stock kernels
+            _log.info("prepacking the model's weights failed, verify passes use stock kernels: %s", exc)
+            views[max_rows] = model
+    return views[max_rows]  # type: ignore[return-value]
+
+
+# One view per model and row bound, shared by every LocalChatModel over it: one packed copy of
+# the weights per process, not one per arm.
+_VIEWS: weakref.WeakKeyDictionary[nn.Module, dict[int, nn.Module]] = weakref.WeakKeyDictionary()

@@ -37,24 +37,47 @@ def test_speculative_greedy_through_packed_weights_equals_plain_greedy(tiny_mode
         assert spec.tokens == plain.tokens
 
 
-@pytest.mark.parametrize("faster", [True, False])
-def test_plain_steps_take_the_packed_weights_only_where_the_probe_measures_them_faster(tiny_model, monkeypatch, faster):
+def _one_row_kernel(runner) -> str:
+    layer = runner.model.layers[0].mlp.down_proj
+    return "packed" if isinstance(layer, PackedLinear) and layer.min_rows == 1 else "stock"
+
+
+@pytest.mark.parametrize("capability", ["AVX512", "AVX512_BF16", "AVX2", "DEFAULT"])
+def test_plain_steps_take_the_packed_weights_by_the_cpus_vector_width_not_by_timing(tiny_model, monkeypatch,
+                                                                                  capability):
     if not packing_available(tiny_model):
         pytest.skip("oneDNN linear ops are not available in this torch build")
-    import agenttrace.generation.packed as packed
-
-    monkeypatch.setattr(packed, "packed_one_row_is_faster", lambda i, o: faster)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     layer = packed_view(tiny_model).model.layers[0].mlp.down_proj
-    assert layer.min_rows == (1 if faster else 2)
+    assert layer.min_rows == (1 if capability.startswith("AVX512") else 2)
     x = torch.randn(1, layer.linear.in_features)
     with torch.no_grad():
         torch.testing.assert_close(layer(x), layer.linear(x), atol=1e-5, rtol=1e-5)
 
 
-def test_the_one_row_probe_answers_once_per_shape_and_thread_count():
-    from agenttrace.generation import packed
+@pytest.mark.parametrize("capability", ["AVX512", "AVX2"])
+def test_every_arm_over_one_model_runs_its_plain_steps_on_the_same_kernel(tiny_model, monkeypatch, capability):
+    """A baseline and a speculative arm of one process: their 1-row products (every plain step,
+    and a speculative arm's steps after a fallback) run one kernel, so greedy text cannot differ
+    between them by kernel; the packed weights are one copy for both."""
+    if not packing_available(tiny_model):
+        pytest.skip("oneDNN linear ops are not available in this torch build")
+    from transformers import PreTrainedTokenizerFast
 
-    packed._ONE_ROW.clear()
-    first = packed.packed_one_row_is_faster(64, 96)
-    assert isinstance(first, bool) and len(packed._ONE_ROW) == 1
-    assert packed.packed_one_row_is_faster(64, 96) is first and len(packed._ONE_ROW) == 1
+    from agenttrace.generation.local import LocalChatModel
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    tok = PreTrainedTokenizerFast(tokenizer_object=_tiny_tokenizer(), eos_token="</s>")
+    base = LocalChatModel(tiny_model, tok, roofline=False)
+    spec = LocalChatModel(tiny_model, tok, drafter=PromptLookupDrafter(), roofline=False)
+    assert _one_row_kernel(base._runner) == _one_row_kernel(spec._runner)
+    assert _one_row_kernel(spec._runner) == ("packed" if capability == "AVX512" else "stock")
+    if capability == "AVX512":
+        assert base._runner is spec._runner  # one packed copy of the weights
+    assert LocalChatModel(tiny_model, tok, drafter=PromptLookupDrafter(), roofline=False)._runner is spec._runner
+
+
+def _tiny_tokenizer():
+    from tokenizers import Tokenizer, models
+
+    return Tokenizer(models.WordLevel({"</s>": 2, "<unk>": 0, **{f"w{i}": i for i in range(3, 64)}}, unk_token="<unk>"))

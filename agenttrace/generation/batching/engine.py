@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import weakref
 from collections import deque
 from concurrent.futures import Future
 
@@ -286,18 +285,12 @@ class BatchEngine:
         return results
 
 
-# One prepacked view per model, shared by its engines (each is a copy of the linear weights).
-_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _packed(model):
-    """`model` with prepacked weights for a batch's few-row products (packed.py), made once."""
+    """`model` with prepacked weights for a batch's few-row products (packed.py: one view per
+    model, shared by its engines)."""
     from agenttrace.generation.packed import packed_view
 
-    view = _VIEWS.get(model)
-    if view is None:
-        view = _VIEWS[model] = packed_view(model, max_rows=256)
-    return view
+    return packed_view(model, max_rows=256)
 
 
 def _phase(planned) -> str:
