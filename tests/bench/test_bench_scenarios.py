@@ -86,7 +86,10 @@ def test_smoke_every_suite_and_scenario_on_the_bundled_model(tmp_path, bundled, 
     from agenttrace.bench.harness.session import run_session
     from agenttrace.report.terminal import make_console
 
-    opts = quick(HarnessOptions(arms=("baseline", "prompt_lookup"), out=tmp_path / "bench"))
+    # prompt lookup at a fixed k: its rounds depend on the tokens alone, so its text is the same on
+    # a busy machine as on a quiet one (an adaptive k follows measured costs; a verify pass of
+    # another width rounds differently, and greedy text can then flip at a near-tie)
+    opts = quick(HarnessOptions(arms=("baseline", "prompt_lookup_fixed"), out=tmp_path / "bench"))
     opts = type(opts)(**{**opts.__dict__, "tasks_per_suite": 1})
     doc = tmp_path / "BENCHMARKS.md"
     outcome = run_session(opts, fresh=False, command="agenttrace bench --quick", console=make_console(), update_doc=doc)
@@ -99,7 +102,7 @@ def test_smoke_every_suite_and_scenario_on_the_bundled_model(tmp_path, bundled, 
     assert {r.suite for r in records} == set(opts.suites)
     assert all(r.output_digest for r in records)
     # greedy decoding: speculation never changes the text
-    spec = [a for a in outcome.figures.arms if a.arm == "prompt_lookup" and a.same_output]
+    spec = [a for a in outcome.figures.arms if a.arm == "prompt_lookup_fixed" and a.same_output]
     assert spec and all(a.same_output[0] == a.same_output[1] for a in spec)
     assert "Headline" in out and "cancellation: PASS" in out
     report = (opts.out / "report.md").read_text()

@@ -81,8 +81,13 @@ def run_drafter_failure(ctx: ScenarioContext) -> ScenarioResult:
     cfg = ctx.config(suite)
     drafter = FailingDrafter(PromptLookupDrafter(), FAIL_AFTER)
     loaded = ctx.loaded
+    # A fixed k and no cost-model fallback: which rounds run, and how wide, then depends on the
+    # tokens alone, not on timings (an adaptive k follows the measured costs, and a verify pass of
+    # another width rounds the logits differently, ~6e-5 here: on a busy machine a near-tie could
+    # flip and the comparison with the baseline would measure the machine's load). The drafter's
+    # failure falls back to plain decoding whatever `fallback` says.
     failing = LocalChatModel(loaded.model, loaded.tokenizer, name=loaded.name, drafter=drafter,
-                             num_speculative_tokens=ctx.opts.prompt_lookup_k, adaptive=True, fallback=True)
+                             num_speculative_tokens=ctx.opts.prompt_lookup_k, adaptive=False, fallback=False)
     base_tel = Telemetry(service_name="agenttrace-bench", run_label="baseline", trace_file=ctx.out / "baseline.jsonl")
     fail_tel = Telemetry(service_name="agenttrace-bench", run_label="failing-drafter",
                          trace_file=ctx.out / "failing-drafter.jsonl")
