@@ -30,6 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "(e.g. 100000; counts, means, extremes and totals exact); no task rows")
     report.add_argument("--waterfalls", type=int, default=50,
                         help="html: how many tasks get a waterfall chart to choose from (default 50)")
+    report.add_argument("--engine", choices=("python", "columnar"), default="python",
+                        help="files: columnar runs the figures as SQL on ClickHouse's engine in this process (chdb), "
+                             "where the input is one it covers (agenttrace/columnar/coverage.py; else it says why and "
+                             "the per-span path reports it); python (default) the per-span path")
     report.add_argument("--json-schema", action="store_true", help="print the JSON schema of --format json and exit")
     add_input_options(report)
     add_store_options(report)
@@ -122,13 +126,32 @@ def _report(args: argparse.Namespace):
         missing = [p for p in args.paths if not Path(p).exists()]
         if missing:
             raise InputError(f"no such file or folder: {', '.join(missing)}")
-        report = report_streamed(args.paths, sample=sample)
+        report = _columnar(args.paths, sample) if args.engine == "columnar" else None
+        if report is None:
+            report = report_streamed(args.paths, sample=sample)
         return report if _spans(report) else f"nothing to report from {', '.join(args.paths)}" + _first(report)
     loaded, sources = load_inputs(args.paths, jaeger)
     empty = nothing_usable(loaded, sources)
     if empty is not None:
         return empty
     return report_from_load(loaded, sources, waterfalls=args.waterfalls if args.format == "html" else 0)
+
+
+def _columnar(paths: list[str], sample: int | None):
+    """The columnar engine's report of `paths`, or None (with a line saying why) when the per-span
+    path must make it."""
+    from agenttrace.columnar.engine import ColumnarError, report_files
+
+    try:
+        outcome = report_files(paths, sample=sample)
+    except ColumnarError as exc:
+        print(f"agenttrace report: the columnar engine could not read the input ({exc}); "
+              "the per-span path reports it", file=sys.stderr)
+        return None
+    if outcome.report is None:
+        print(f"agenttrace report: the columnar engine does not cover {outcome.reason} yet; "
+              "the per-span path reports it", file=sys.stderr)
+    return outcome.report
 
 
 def _report_phoenix(query, sample: int | None, waterfalls: int):

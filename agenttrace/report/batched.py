@@ -33,7 +33,7 @@ from agenttrace.traces.span_records import SpanRecord
 __all__ = ["ReportBuilder"]
 
 MAX_PROBLEMS = 200  # a summary's problem lines (then a count of the rest)
-_SUMMARY_NOTE = ("summary of {tasks} task(s): task rows left out; percentiles from a uniform sample of at most "
+SUMMARY_NOTE = ("summary of {tasks} task(s): task rows left out; percentiles from a uniform sample of at most "
                  "{n} values each (counts, means, extremes and totals over all of them)")
 PARTIAL_NOTE = ("{n} task(s) have no agent span (a truncated file?): built from their step spans, marked partial "
                  "and left out of task-level rates and distributions")
@@ -124,7 +124,7 @@ class ReportBuilder:
                 notes.append(f"{self._more_problems} more problem line(s) left out of this summary")
             if self._partials:
                 notes.append(PARTIAL_NOTE.format(n=self._partials))
-            notes.append(_SUMMARY_NOTE.format(tasks=fold.run.whole + fold.run.partial, n=self.summary))
+            notes.append(SUMMARY_NOTE.format(tasks=fold.run.whole + fold.run.partial, n=self.summary))
             report = fold.report(sources, [*problems, *notes])
             report.inputs = [input_figures(r) for r in self._readings.values()]
             return report

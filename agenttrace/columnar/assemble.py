@@ -1,0 +1,209 @@
+"""Rows back into the report's own records: TaskFigures, StepFigures and GenerationFigures built
+from the per-task, per-step and per-generation rows (`rows.py`), then folded by the report's
+`ReportFold` (run figures, labels, what-if), so the run-level definitions stay in one place. A
+generation's figures and its what-if statistics come from `report/spec.py` itself, given the
+generation's attributes and rounds: Python runs per generation, never per span.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from agenttrace.report.figures import TaskAnalysis, not_inferred
+from agenttrace.report.model import SEGMENT_FIELDS, StepFigures, TaskFigures, lean
+from agenttrace.report.segments import _seconds, sum_segments
+from agenttrace.report.spec import acceptance_stats, aggregate, generation_figures
+from agenttrace.report.stages import stage_times
+from agenttrace import semconv as sc
+
+NS = 1e9
+_INDEX = {name: i for i, name in enumerate(SEGMENT_FIELDS)}
+_N = len(SEGMENT_FIELDS)
+
+
+def typed(value: str) -> Any:
+    """A typed attribute text (load.py) back to the value the per-span path holds."""
+    kind, rest = value[:1], value[1:]
+    if kind == "s":
+        return rest
+    if kind == "i":
+        return int(rest)
+    if kind == "d":
+        return float(rest)
+    if kind == "b":
+        return rest == "1"
+    return []  # an array: its text is not kept (coverage.py sends inputs that need it to the per-span path)
+
+
+class _Event(dict):
+    __slots__ = ("name",)
+
+
+def _events(rounds: list[dict]) -> list[_Event]:
+    out = []
+    for r in rounds:  # Arrow gives each tuple as a struct (a dict), in its order
+        drafted, accepted, draft_s, verify_s, k, depth = r.values()
+        e = _Event({sc.ROUND_DRAFTED: drafted, sc.ROUND_ACCEPTED: accepted, sc.ROUND_DRAFT_S: draft_s,
+                    sc.ROUND_VERIFY_S: verify_s, sc.ROUND_K: k, sc.ROUND_TREE_DEPTH: depth})
+        e.name = sc.EVENT_SPECULATE_ROUND
+        out.append(e)
+    return out
+
+
+@dataclass(slots=True)
+class _Span:
+    """What spec.py reads of a span: a generation, or one of its prefill children."""
+
+    start_ns: int
+    end_ns: int
+    attributes: dict
+    events: list = field(default_factory=list)
+    segment: str | None = None
+    kind: str = "INTERNAL"
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+
+class _Kids:
+    """The span tree as spec.py asks it: a generation's children (its prefill spans)."""
+
+    def __init__(self) -> None:
+        self.kids_of: dict[int, list[_Span]] = {}
+
+    def kids(self, span: _Span) -> list[_Span]:
+        return self.kids_of.get(id(span), [])
+
+
+def pivot(seg_rows: dict[str, list]) -> dict[tuple[int, int], list[list[int]]]:
+    """(kind, owner) -> [on-path ns by segment, overlap ns by segment]."""
+    out: dict[tuple[int, int], list[list[int]]] = {}
+    for kind, owner, seg, on, ns in zip(seg_rows["kind"], seg_rows["owner"], seg_rows["segment"],
+                                        seg_rows["on"], seg_rows["ns"], strict=True):
+        entry = out.get((kind, owner))
+        if entry is None:
+            entry = out[(kind, owner)] = [[0] * _N, [0] * _N]
+        entry[0 if on else 1][_INDEX[seg]] += ns
+    return out
+
+
+_EMPTY = [[0] * _N, [0] * _N]
+
+
+class _Memo(dict):
+    """stage_times reads `memo[id(root)].ns`: the task's on-path ns."""
+
+
+@dataclass(slots=True)
+class _Breakdown:
+    ns: list[int]
+
+
+def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str, list], gens: dict[str, list],
+             segs: dict[tuple[int, int], list[list[int]]]) -> list[TaskAnalysis]:
+    """The TaskAnalysis of every task, in the rows' order (start, then input order)."""
+    valid: defaultdict[int, int] = defaultdict(int)
+    count: defaultdict[int, int] = defaultdict(int)
+    for task, ok in zip(attempts["task"], attempts["valid"], strict=True):
+        count[task] += 1
+        valid[task] += bool(ok)
+    steps_of: defaultdict[int, list[int]] = defaultdict(list)
+    for row, task in enumerate(steps["task"]):
+        steps_of[task].append(row)
+    gens_of: defaultdict[int, list[int]] = defaultdict(list)
+    for row, step in enumerate(gens["step"]):
+        gens_of[step].append(row)
+    tree = _Kids()
+    out = []
+    for row, task in enumerate(tasks["task"]):
+        start, end = tasks["start_ns"][row], tasks["end_ns"][row]
+        acceptance: list = []
+        step_figs: list[StepFigures] = []
+        moments: list[int] = []  # each step's first decision
+        n_valid = 0
+        correct: list[int] = []
+        marks = False
+        for r in steps_of.get(task, ()):
+            step = steps["step"][r]
+            s_start, s_end = steps["start_ns"][r], steps["end_ns"][r]
+            index = steps["idx"][r]
+            generations = []
+            for g in gens_of.get(step, ()):
+                gen = _Span(gens["start_ns"][g], gens["end_ns"][g], {k: typed(v) for k, v in gens["attrs"][g].items()},
+                            _events(gens["rounds"][g]), sc.Segment.GENERATION.value)
+                tree.kids_of = {id(gen): [_Span(0, d, {}, segment=sc.Segment.PREFILL.value) for d in gens["prefills"][g]]}
+                figs = generation_figures(tree, gen, index, gens["attempt"][g], start)
+                generations.append(figs)
+                acceptance.append((figs.method, acceptance_stats(tree, gen)))
+            on, off = segs.get((1, step), _EMPTY)
+            retry = segs.get((2, step), _EMPTY)[0]
+            first, first_correct = steps["first"][r], steps["first_correct"][r]
+            if first is not None:
+                moments.append(first)
+            n_valid += steps["moments"][r]
+            if first_correct is not None:
+                correct.append(first_correct)
+            marks = marks or bool(steps["marks"][r])
+            step_figs.append(lean(StepFigures.model_construct(
+                index=index, outcome=steps["outcome"][r], attempts=steps["attempts"][r],
+                start_s=(s_start - start) / NS, wall_s=max(0, s_end - s_start) / NS,
+                ttvtc_s=(first - s_start) / NS if first is not None else None,
+                segments=_seconds(on), retry_s=sum(retry) / NS, retry_segments=_seconds(retry),
+                overlap_s=sum(off) / NS, overlap_segments=_seconds(off) if any(off) else None,
+                time_to_correct_action_s=(first_correct - s_start) / NS if first_correct is not None else None,
+                generations=generations, inferred=bool(steps["inferred"][r]),
+            )))
+        on, off = segs.get((0, task), _EMPTY)
+        wall = (end - start) / NS
+        outcome = tasks["outcome"][row]
+        segments = _seconds(on)
+        memo = _Memo({id(tasks): _Breakdown(on)})
+        figures = lean(TaskFigures.model_construct(
+            trace_id=tasks["trace_id"][row], task_id=tasks["task_id"][row], agent=tasks["agent"][row],
+            run_label=tasks["run_label"][row] or None, run_id=tasks["run_id"][row] or None, outcome=outcome,
+            wall_s=wall,
+            ttvtc_s=(min(moments) - start) / NS if moments else None,
+            time_to_correct_action_s=(min(correct) - start) / NS if correct else None,
+            decisions_valid=n_valid, decisions_invalid=tasks["decisions_invalid"][row],
+            decision_throughput=n_valid / wall if wall > 0 else 0.0,
+            attempts=count[task], valid_attempts=valid[task], segments=segments,
+            retry_s=sum(f.retry_s for f in step_figs), retry_segments=sum_segments(f.retry_segments for f in step_figs),
+            speculation=aggregate(g for f in step_figs for g in f.generations), steps=step_figs,
+            overlap_s=sum(off) / NS, overlap_segments=_seconds(off) if any(off) else None, partial=False,
+            expects_correct_action=marks, critical_path=[], waterfall=None, inferred=[], absent=[],
+            not_inferred=not_inferred(None, steps=len(step_figs), attempts=count[task], has_ttvtc=bool(moments),
+                                      outcome_known=outcome != "unknown", partial=False),
+            stages=stage_times(memo, tasks, []),  # type: ignore[arg-type]
+            sub_agents=0, compactions=0, reprefill_tokens=None, reprefill_s=None,
+        ))
+        out.append(TaskAnalysis(figures, acceptance))
+    return out
+
+
+def add_critical_paths(by_task: dict[int, TaskFigures], spans: dict[str, list]) -> None:
+    """The critical path's sections of the tasks whose spans came back (rows.path_spans), from
+    span_tree.critical_path itself: a task's spans as records, its tree, Jaeger's walk."""
+    from agenttrace.report.model import PathSectionFigures
+    from agenttrace.report.span_tree import SpanTree, critical_path
+    from agenttrace.traces.span_records import SpanRecord
+
+    kinds = {"PRODUCER": "PRODUCER", "CONSUMER": "CONSUMER", "SERVER": "SERVER"}
+    members: defaultdict[int, list[SpanRecord]] = defaultdict(list)
+    for task, i, pi, trace, name, kind, start, end, segment in zip(
+            spans["task"], spans["i"], spans["pi"], spans["trace_id"], spans["name"], spans["kind"], spans["start_ns"],
+            spans["end_ns"], spans["segment"], strict=True):
+        attrs = {sc.SEGMENT: segment} if segment else {}
+        members[task].append(SpanRecord(trace, str(i), str(pi) if pi is not None else None, name,
+                                        kinds.get(kind, "INTERNAL"), start, end, attrs))
+    for task, records in members.items():
+        figures = by_task[task]
+        tree = SpanTree(records)
+        root = tree.by_id[(records[0].trace_id, str(task))]
+        start = root.start_ns
+        figures.critical_path = [
+            PathSectionFigures(name=sec.span.name, segment=sec.span.segment or "other",
+                               start_s=(sec.start_ns - start) / NS, end_s=(sec.end_ns - start) / NS)
+            for sec in critical_path(tree, root)]

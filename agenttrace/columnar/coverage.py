@@ -1,0 +1,40 @@
+"""What the columnar queries do not cover yet, asked of the tables before any figure is read. An
+input with any of these is reported by the per-span path (`report/build.py`), whole, so a report
+never mixes two definitions; `agenttrace report --engine columnar` says which reason applied.
+
+Each entry: (reason, SQL giving a count; non-zero means the input needs the per-span path).
+"""
+
+from __future__ import annotations
+
+from agenttrace import semconv as sc
+
+_FOREIGN_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "pydantic_ai.", "gcp.vertex.agent.")
+
+
+def checks(p: str = "x_") -> list[tuple[str, str]]:
+    foreign = " OR ".join(f"startsWith(k, '{x}')" for x in _FOREIGN_PREFIXES)
+    step, att, gen, agent = sc.Segment.STEP.value, sc.Segment.ATTEMPT.value, sc.Segment.GENERATION.value, sc.Segment.AGENT.value
+    return [
+        ("spans share a trace and span id", "SELECT count() - uniqExact(h) FROM spans"),
+        ("spans of another instrumentation (no agenttrace.segment)",
+         f"SELECT count() FROM spans WHERE segment = '' AND arrayExists(k -> {foreign}, mapKeys(attrs))"),
+        ("a trace with no agenttrace.segment at all (another instrumentation's)",
+         "SELECT count() FROM (SELECT trace_id FROM spans GROUP BY trace_id HAVING max(segment != '') = 0)"),
+        ("sub-agents or compactions (stage times)",
+         f"SELECT count() FROM spans WHERE segment IN ('{sc.Segment.DELEGATION}', '{sc.Segment.COMPACTION}')"),
+        ("roofline figures", f"SELECT count() FROM spans WHERE mapContains(attrs, '{sc.ROOFLINE_PHASE}')"),
+        ("acceptance by position without round events",
+         f"SELECT count() FROM spans WHERE mapContains(attrs, '{sc.SPEC_ACCEPTANCE_PER_POSITION}') AND empty(rounds)"),
+        ("step spans without their agent span (partial tasks)",
+         f"SELECT count() FROM {p}s WHERE segment = '{step}' AND i NOT IN (SELECT i FROM {p}t)"),
+        ("spans outside their parent's interval", f"SELECT count() FROM {p}t WHERE dropped"),
+        ("steps outside their agent span",
+         f"SELECT count() FROM {p}t AS t JOIN spans AS a ON a.i = t.task WHERE t.step = t.i "
+         "AND (t.start_ns < a.start_ns OR t.hi > a.end_ns OR t.lo != t.start_ns)"),
+        ("an agent span inside another's", f"SELECT count() FROM {p}t WHERE segment = '{agent}' AND i != task"),
+        ("a generation inside a generation (a model server's span)",
+         f"SELECT count() FROM {p}t WHERE segment = '{gen}' AND in_gen"),
+        ("attempts that are not children of their step",
+         f"SELECT count() FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i"),
+    ]

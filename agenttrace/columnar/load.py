@@ -1,0 +1,134 @@
+"""Spans into one table, `spans`, with no Python object per span: from OTLP/JSON files (our
+exporter's lines, read by ClickHouse's JSON parser) or from the OpenTelemetry Collector exporter's
+`otel_traces` (a mapping query, run where the table is). The columns are the same either way:
+
+    i        UInt64   input order (files: line and position; the store: trace, start, span id),
+                      the tie-break wherever today's report uses input order
+    h, ph    UInt64   cityHash64 of (trace, span) and (trace, parent): the tree joins on integers
+    trace_id, span_id, name, kind ('PRODUCER', 'CONSUMER', 'SERVER' or 'OTHER'), status
+    start_ns, end_ns  Int64
+    run_label, run_id (resource), segment (agenttrace.segment, '' when absent)
+    attrs    Map(String, String)  every attribute, its value as text behind a one-letter type:
+             s text, i integer, d double, b1 / b0 boolean, a array (its text is not kept)
+    rounds   Array(Tuple(drafted, accepted, draft_s, verify_s, k, tree_depth)): the span's
+             speculate.round events (SPANS.md), in order
+
+Attribute values keep their type because the figures test it as the per-span path does: a
+validation "held" only when `agenttrace.validation.ok` is the boolean true, a number counts only
+when it is one. The store keeps text only; its values are typed back by form, as
+`traces/clickhouse_read.py` does for the per-span path.
+"""
+
+from __future__ import annotations
+
+from agenttrace import semconv as sc
+
+_ANY = ("Tuple(stringValue Nullable(String), intValue Nullable(String), doubleValue Nullable(Float64), "
+        "boolValue Nullable(Bool), arrayValue Nullable(String))")
+_KV = f"Array(Tuple(key String, value {_ANY}))"
+_EVENT = f"Tuple(name String, attributes {_KV})"
+_SPAN = (f"Tuple(traceId String, spanId String, parentSpanId String, name String, kind String, "
+         f"startTimeUnixNano String, endTimeUnixNano String, attributes {_KV}, events Array({_EVENT}), "
+         "status Tuple(code Nullable(String)))")
+# One OTLP/JSON ExportTraceServiceRequest per line (the exporter's file format).
+FILE_SCHEMA = (f"resourceSpans Array(Tuple(resource Tuple(attributes {_KV}), "
+               f"scopeSpans Array(Tuple(spans Array({_SPAN})))))")
+
+
+def _typed(kv: str) -> str:
+    """An OTLP attribute list as Map(key, typed text)."""
+    v = "a.value"
+    text = (f"multiIf({v}.stringValue IS NOT NULL, concat('s', {v}.stringValue), "
+            f"{v}.boolValue IS NOT NULL, if({v}.boolValue, 'b1', 'b0'), "
+            f"{v}.intValue IS NOT NULL, concat('i', {v}.intValue), "
+            f"{v}.doubleValue IS NOT NULL, concat('d', toString({v}.doubleValue)), 'a')")
+    return f"CAST(arrayMap(a -> (a.key, {text}), {kv}), 'Map(String, String)')"
+
+
+def _resource(kv: str, key: str) -> str:
+    return f"arrayFirst(a -> a.key = '{key}', {kv}).value.stringValue"
+
+
+def _round_value(m: str, key: str, typ: str) -> str:
+    return f"to{typ}OrZero(substring({m}['{key}'], 2))"
+
+
+def _rounds(names: str, maps: str) -> str:
+    """The speculate.round events of a span (`names`: the events' names, `maps`: their typed
+    attributes) as an array of tuples, the per-span path's RoundRecord."""
+    m = "e_attrs"
+    fields = ", ".join([
+        _round_value(m, sc.ROUND_DRAFTED, "Int64"), _round_value(m, sc.ROUND_ACCEPTED, "Int64"),
+        _round_value(m, sc.ROUND_DRAFT_S, "Float64"), _round_value(m, sc.ROUND_VERIFY_S, "Float64"),
+        _round_value(m, sc.ROUND_K, "Int64"), _round_value(m, sc.ROUND_TREE_DEPTH, "Int64"),
+    ])
+    return (f"arrayMap({m} -> tuple({fields}), "
+            f"arrayFilter(({m}, n) -> n = '{sc.EVENT_SPECULATE_ROUND}', {maps}, {names}))")
+
+
+_KIND = ("multiIf({k} IN ('4', 'SPAN_KIND_PRODUCER', 'Producer'), 'PRODUCER', {k} IN ('5', 'SPAN_KIND_CONSUMER', 'Consumer'), "
+         "'CONSUMER', {k} IN ('2', 'SPAN_KIND_SERVER', 'Server'), 'SERVER', 'OTHER')")
+_STATUS = ("multiIf({c} IN ('2', 'STATUS_CODE_ERROR', 'Error'), 'ERROR', {c} IN ('1', 'STATUS_CODE_OK', 'Ok'), 'OK', "
+           "'UNSET')")
+COLUMNS = "i, h, ph, trace_id, span_id, name, kind, status, start_ns, end_ns, run_label, run_id, segment, attrs, rounds"
+TABLE = f"""CREATE TABLE spans (
+  i UInt64, h UInt64, ph UInt64, trace_id String, span_id String, name String, kind LowCardinality(String),
+  status LowCardinality(String), start_ns Int64, end_ns Int64, run_label String, run_id String,
+  segment LowCardinality(String), attrs Map(String, String),
+  rounds Array(Tuple(Int64, Int64, Float64, Float64, Int64, Int64))
+) ENGINE = Memory"""
+
+
+_FILE_STATUS = _STATUS.format(c="ifNull(sp.status.code, '0')")
+
+
+def file_insert(path_sql: str, first: int) -> str:
+    """Spans of one OTLP/JSON lines file (`path_sql`: a quoted SQL string) into `spans`; `first`:
+    the input order of its first span. Hex ids are lower-cased (the per-span path does)."""
+    ev = "sp.events"
+    return f"""INSERT INTO spans SELECT
+  {first} + rowNumberInAllBlocks() AS i,
+  cityHash64(trace_id, span_id) AS h, cityHash64(trace_id, lower(sp.parentSpanId)) AS ph,
+  lower(sp.traceId) AS trace_id, lower(sp.spanId) AS span_id, sp.name AS name,
+  {_KIND.format(k='sp.kind')} AS kind, {_FILE_STATUS} AS status,
+  toInt64(sp.startTimeUnixNano) AS start_ns, toInt64(sp.endTimeUnixNano) AS end_ns,
+  ifNull({_resource('rs.resource.attributes', sc.RUN_LABEL)}, '') AS run_label,
+  ifNull({_resource('rs.resource.attributes', sc.RUN_ID)}, '') AS run_id,
+  ifNull(arrayFirst(a -> a.key = '{sc.SEGMENT}', sp.attributes).value.stringValue, '') AS segment,
+  {_typed('sp.attributes')} AS attrs,
+  {_rounds(f'arrayMap(e -> e.name, {ev})', f"arrayMap(e -> {_typed('e.attributes')}, {ev})")} AS rounds
+FROM file({path_sql}, 'JSONEachRow', '{FILE_SCHEMA}')
+ARRAY JOIN resourceSpans AS rs
+ARRAY JOIN rs.scopeSpans AS ss
+ARRAY JOIN ss.spans AS sp
+SETTINGS precise_float_parsing = 1, input_format_json_read_numbers_as_strings = 1,
+         input_format_json_read_objects_as_strings = 1, input_format_parallel_parsing = 0"""
+
+
+_INT = "'^-?[0-9]{1,20}$'"
+_FLOAT = "'^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$'"
+
+
+def _typed_text(v: str) -> str:
+    """A store's text value typed back by form (as clickhouse_read.typed_value does)."""
+    return (f"multiIf({v} IN ('true', 'false'), if({v} = 'true', 'b1', 'b0'), match({v}, {_INT}), concat('i', {v}), "
+            f"match({v}, {_FLOAT}) AND match({v}, '[.eE]'), concat('d', {v}), "
+            f"startsWith({v}, '['), 'a', concat('s', {v}))")
+
+
+def store_select(table_sql: str, where: str) -> str:
+    """The exporter's `otel_traces` rows (a `table_sql` such as `default.otel_traces`) as `spans`
+    rows: run as a subquery where the table is. There is no input order in a table; siblings that
+    start together break ties by span id."""
+    m = "SpanAttributes"
+    return f"""SELECT
+  toUInt64(row_number() OVER (ORDER BY TraceId, Timestamp, SpanId)) AS i,
+  cityHash64(lower(TraceId), lower(SpanId)) AS h, cityHash64(lower(TraceId), lower(ParentSpanId)) AS ph,
+  lower(TraceId) AS trace_id, lower(SpanId) AS span_id, SpanName AS name,
+  {_KIND.format(k='SpanKind')} AS kind, {_STATUS.format(c='StatusCode')} AS status,
+  toInt64(toUnixTimestamp64Nano(Timestamp)) AS start_ns, start_ns + toInt64(Duration) AS end_ns,
+  ResourceAttributes['{sc.RUN_LABEL}'] AS run_label, ResourceAttributes['{sc.RUN_ID}'] AS run_id,
+  {m}['{sc.SEGMENT}'] AS segment,
+  mapApply((k, v) -> (k, {_typed_text('v')}), {m}) AS attrs,
+  {_rounds('`Events.Name`', f"arrayMap(x -> mapApply((k, v) -> (k, {_typed_text('v')}), x), `Events.Attributes`)")} AS rounds
+FROM {table_sql} {where}"""

@@ -1,0 +1,133 @@
+"""What comes back from the engine: per-task, per-step, per-attempt and per-generation rows (never
+spans), as queries over the tables `tree.py` made. The rules are `report/figures.py`'s:
+- a step's decision moments are its spans' (not inside a generation): a validation that held, the
+  parse of a final answer, a generation with an inferred decision; a final-answer step with none
+  made its decision at the end of its last successful parse;
+- an attempt is valid when its parse and validation (the last of each) held; one with neither
+  when its outcome is ok;
+- segment times come back long: (owner, segment, on the owner's path, ns).
+"""
+
+from __future__ import annotations
+
+from agenttrace import semconv as sc
+from agenttrace.columnar.tree import is_true, num, text
+
+
+def _int(key: str, m: str = "s.attrs") -> str:
+    return f"toInt64({num(key, m)})"
+
+
+def segment_rows(p: str = "x_") -> str:
+    """(kind, owner, segment, on, ns): kind 0 the task, 1 a step, 2 the retry cost of a step (its
+    attempts whose outcome is not ok, their own segment times)."""
+    parts = f"arrayJoin([(seg, seg_ns), ('draft', draft_ns), ('verify', verify_ns), ('constrain', constrain_ns)])"
+    ok = sc.AttemptOutcome.OK.value
+    return f"""WITH parts AS (
+  SELECT c.task AS task, c.step AS step, c.step_d AS step_d, c.att AS att, c.att_d AS att_d, c.off_d AS off_d,
+         {parts} AS part
+  FROM {p}c AS c
+), nz AS (SELECT * FROM parts WHERE part.2 != 0)
+SELECT 0 AS kind, task AS owner, part.1 AS segment, off_d = 0 AS on, sum(part.2) AS ns FROM nz GROUP BY owner, segment, on
+UNION ALL
+SELECT 1, assumeNotNull(step), part.1, off_d <= step_d, sum(part.2) FROM nz WHERE step IS NOT NULL GROUP BY step, part.1, off_d <= step_d
+UNION ALL
+SELECT 2, assumeNotNull(nz.step), part.1, true, sum(part.2) FROM nz JOIN spans AS a ON a.i = nz.att
+WHERE nz.att IS NOT NULL AND nz.off_d <= nz.att_d AND if(a.attrs['{sc.ATTEMPT_OUTCOME}'] = '', '{ok}', {text(sc.ATTEMPT_OUTCOME, 'a.attrs')}) != '{ok}'
+GROUP BY nz.step, part.1
+SETTINGS join_use_nulls = 0"""
+
+
+def _decision_end() -> str:
+    seg = "s.segment"
+    return (f"multiIf(({seg} = '{sc.Segment.VALIDATION}' AND {is_true(sc.VALIDATION_OK, 's.attrs')}) "
+            f"OR ({seg} = '{sc.Segment.PARSE}' AND {text(sc.PARSE_RESULT, 's.attrs')} = 'final_answer') "
+            f"OR ({seg} = '{sc.Segment.GENERATION}' AND mapContains(s.attrs, '{sc.INFERRED_DECISION}')), s.end_ns, NULL)")
+
+
+def step_rows(p: str = "x_") -> str:
+    """A row per task step: its figures' inputs, by task and start."""
+    return f"""WITH scan AS (
+  SELECT t.step AS step, {_decision_end()} AS moment,
+         if(moment IS NOT NULL AND {is_true(sc.DECISION_CORRECT, 's.attrs')}, moment, NULL) AS correct,
+         moment IS NOT NULL AND mapContains(s.attrs, '{sc.DECISION_CORRECT}') AS marks,
+         if(s.segment = '{sc.Segment.PARSE}' AND {is_true(sc.PARSE_OK, 's.attrs')}, s.end_ns, NULL) AS parse_ok_end,
+         t.att = t.i AS is_att
+  FROM {p}t AS t JOIN spans AS s ON s.i = t.i
+  WHERE t.step IS NOT NULL AND NOT t.in_gen
+), per AS (
+  SELECT step, countIf(moment IS NOT NULL) AS moments, min(moment) AS first, min(correct) AS first_correct, max(marks) AS marks, max(parse_ok_end) AS last_parse_ok,
+         countIf(is_att) AS attempt_kids
+  FROM scan GROUP BY step
+)
+SELECT t.task AS task, s.i AS step, s.start_ns AS start_ns, s.end_ns AS end_ns, {_int(sc.STEP_INDEX)} AS idx,
+       if(s.attrs['{sc.STEP_OUTCOME}'] = '', 'unknown', {text(sc.STEP_OUTCOME, 's.attrs')}) AS outcome,
+       if({_int(sc.STEP_ATTEMPTS)} != 0, {_int(sc.STEP_ATTEMPTS)}, per.attempt_kids) AS attempts,
+       if(per.first IS NULL AND {text(sc.STEP_OUTCOME, 's.attrs')} = '{sc.StepOutcome.FINAL_ANSWER}', per.last_parse_ok,
+          per.first) AS first, if(per.moments = 0 AND first IS NOT NULL, 1, per.moments) AS moments,
+       per.first_correct AS first_correct, per.marks AS marks,
+       mapContains(s.attrs, '{sc.INFERRED}') AS inferred
+FROM {p}t AS t JOIN spans AS s ON s.i = t.i JOIN per ON per.step = t.i
+WHERE t.step = t.i
+ORDER BY t.task, s.start_ns, s.i
+SETTINGS join_use_nulls = 1"""
+
+
+def attempt_rows(p: str = "x_") -> str:
+    """A row per attempt under a task step: (task, valid)."""
+    ok = sc.AttemptOutcome.OK.value
+    return f"""WITH scan AS (
+  SELECT t.att AS att, s.segment AS seg, (s.start_ns, s.i) AS at,
+         if(seg = '{sc.Segment.PARSE}', {is_true(sc.PARSE_OK, 's.attrs')}, {is_true(sc.VALIDATION_OK, 's.attrs')}) AS held
+  FROM {p}t AS t JOIN spans AS s ON s.i = t.i
+  WHERE t.att IS NOT NULL AND NOT t.in_gen AND s.segment IN ('{sc.Segment.PARSE}', '{sc.Segment.VALIDATION}')
+), per AS (
+  SELECT att, countIf(seg = '{sc.Segment.PARSE}') AS parses, argMaxIf(held, at, seg = '{sc.Segment.PARSE}') AS parse_ok,
+         countIf(seg = '{sc.Segment.VALIDATION}') AS validations,
+         argMaxIf(held, at, seg = '{sc.Segment.VALIDATION}') AS validation_ok
+  FROM scan GROUP BY att
+)
+SELECT t.task AS task,
+       if(ifNull(per.parses, 0) = 0 AND ifNull(per.validations, 0) = 0, {text(sc.ATTEMPT_OUTCOME, 's.attrs')} = '{ok}',
+          (ifNull(per.parses, 0) = 0 OR per.parse_ok) AND (ifNull(per.validations, 0) = 0 OR per.validation_ok)) AS valid
+FROM {p}t AS t JOIN spans AS s ON s.i = t.i LEFT JOIN per ON per.att = t.i
+WHERE t.step IS NOT NULL AND s.segment = '{sc.Segment.ATTEMPT}'
+SETTINGS join_use_nulls = 1"""
+
+
+def task_rows(p: str = "x_") -> str:
+    """A row per task (agent span), in start order (ties: input order)."""
+    return f"""SELECT s.i AS task, s.trace_id AS trace_id,
+       if(mapContains(s.attrs, '{sc.TASK_ID}'), {text(sc.TASK_ID, 's.attrs')}, s.span_id) AS task_id,
+       if(mapContains(s.attrs, '{sc.GEN_AI_AGENT_NAME}'), {text(sc.GEN_AI_AGENT_NAME, 's.attrs')}, s.name) AS agent,
+       s.run_label AS run_label, s.run_id AS run_id,
+       if(mapContains(s.attrs, '{sc.TASK_OUTCOME}'), {text(sc.TASK_OUTCOME, 's.attrs')}, 'unknown') AS outcome,
+       s.start_ns AS start_ns, s.end_ns AS end_ns, {_int(sc.DECISIONS_INVALID)} AS decisions_invalid
+FROM spans AS s WHERE s.i IN (SELECT DISTINCT task FROM {p}t)
+ORDER BY s.start_ns, s.i"""
+
+
+def generation_rows(p: str = "x_") -> str:
+    """A row per generation a step made (not one inside another generation): its attributes, its
+    prefill children's durations, its rounds; with the step's and attempt's index."""
+    return f"""WITH prefills AS (
+  SELECT pi, groupArray(greatest(0, end_ns - start_ns)) AS durations FROM {p}s
+  WHERE segment = '{sc.Segment.PREFILL}' AND pi IS NOT NULL GROUP BY pi
+)
+SELECT t.task AS task, t.step AS step, {_int(sc.ATTEMPT_INDEX, 'a.attrs')} AS attempt, s.start_ns AS start_ns,
+       s.end_ns AS end_ns, s.attrs AS attrs, s.rounds AS rounds, ifNull(prefills.durations, []) AS prefills
+FROM {p}t AS t JOIN spans AS s ON s.i = t.i LEFT JOIN spans AS a ON a.i = t.att
+LEFT JOIN prefills ON prefills.pi = t.i
+WHERE t.step IS NOT NULL AND NOT t.in_gen AND s.segment = '{sc.Segment.GENERATION}'
+ORDER BY t.task, s.start_ns, s.i
+SETTINGS join_use_nulls = 0"""
+
+
+def path_spans(p: str = "x_") -> str:
+    """The spans of the tasks where something ran in parallel (their figures list the critical
+    path's sections, which Jaeger's walk gives: span_tree.critical_path runs on these, per task)."""
+    return f"""SELECT t.task AS task, t.i AS i, t.pi AS pi, s.trace_id AS trace_id, s.name AS name, s.kind AS kind,
+       s.start_ns AS start_ns, s.end_ns AS end_ns, s.segment AS segment
+FROM {p}t AS t JOIN spans AS s ON s.i = t.i
+WHERE t.task IN (SELECT DISTINCT task FROM {p}c WHERE off_d > 0 AND (seg_ns + draft_ns + verify_ns + constrain_ns) != 0)
+ORDER BY t.task, t.i"""

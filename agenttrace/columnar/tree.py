@@ -1,0 +1,147 @@
+"""The span tree and the segment attribution as SQL over `spans` (load.py): the rules of
+`report/span_tree.py` and `report/segments.py`, stated once more for a columnar engine, and
+checked against them value for value (tests/columnar).
+
+One statement per list item; each makes a Memory table named `{p}...`:
+- `{p}s`: each span with its parent's order key (`pi`; NULL for a root or a missing parent);
+- `{p}t`: one top-down pass from the roots carrying the task (the outermost agent span), the step
+  (the task's step the span is under: not through a sub-agent's run), the attempt (a child attempt
+  of that step), the interval sanitised against the parent's (children wholly outside it are
+  `dropped`), the inherited segment (a span of no segment inside a generation is generation) and
+  whether it sits inside a generation;
+- `{p}f`: `followed`: where a parent's blocking children overlap, only the chain of the critical
+  path is followed (the latest end, then the latest end at or before that child's start);
+- `{p}o`: `off_d`, the depth (from the task) of the deepest link off the path above each span: a
+  span's time is in an ancestor's segment times when `off_d` <= the ancestor's depth, else in its
+  overlap;
+- `{p}c`: each span's charge: its self time by segment, with draft, verify and constrain carved out
+  of a generation's self time (round half to even, as Python's round).
+All arithmetic is Int64 nanoseconds.
+"""
+
+from __future__ import annotations
+
+from agenttrace import semconv as sc
+from agenttrace.report.model import SEGMENT_FIELDS
+
+_M = "ENGINE = Memory"
+_SEGS = ", ".join(f"'{s}'" for s in SEGMENT_FIELDS if s != "other")
+
+
+def num(key: str, m: str = "attrs") -> str:
+    """An attribute as a number where it is one (integer, double or boolean, as Python's
+    isinstance(v, (int, float))), else 0."""
+    return f"if(substring({m}['{key}'], 1, 1) IN ('i', 'd', 'b'), toFloat64OrZero(substring({m}['{key}'], 2)), 0)"
+
+
+def text(key: str, m: str = "attrs") -> str:
+    """An attribute's text ('' when absent)."""
+    return f"substring({m}['{key}'], 2)"
+
+
+def is_true(key: str, m: str = "attrs") -> str:
+    return f"({m}['{key}'] = 'b1')"
+
+
+def statements(p: str = "x_") -> list[str]:
+    gen, step, att, agent = (sc.Segment.GENERATION.value, sc.Segment.STEP.value, sc.Segment.ATTEMPT.value,
+                             sc.Segment.AGENT.value)
+    closed = f"('{sc.Segment.DELEGATION.value}')"
+    # below a sub-agent's run (or an agent inside the task's): not the task's steps (figures.task_steps)
+    shut = f"(r.closed OR (r.task IS NOT NULL AND (r.seg IN {closed} OR (r.seg = '{agent}' AND r.i != r.task))))"
+    detached = "(c.pkind = 'PRODUCER' AND c.kind = 'CONSUMER')"
+    return [
+        f"""CREATE TABLE {p}s {_M} AS
+SELECT c.i AS i, c.start_ns AS start_ns, c.end_ns AS end_ns, c.kind AS kind, c.segment AS segment,
+       if(par.i = c.i, NULL, par.i) AS pi, par.kind AS pkind
+FROM spans AS c LEFT JOIN spans AS par ON par.h = c.ph
+SETTINGS join_use_nulls = 1""",
+        f"""CREATE TABLE {p}t {_M} AS
+WITH RECURSIVE r AS (
+  SELECT i, if(segment = '{agent}', i, NULL) AS task, start_ns AS lo, greatest(start_ns, end_ns) AS hi,
+         segment AS seg, CAST(NULL AS Nullable(String)) AS inh, true AS blk, false AS dropped, toUInt32(0) AS depth,
+         CAST(NULL AS Nullable(UInt64)) AS step, toUInt32(0) AS step_d, CAST(NULL AS Nullable(UInt64)) AS att,
+         toUInt32(0) AS att_d, false AS in_gen, false AS closed
+  FROM {p}s WHERE pi IS NULL
+  UNION ALL
+  SELECT c.i,
+         coalesce(r.task, if(c.segment = '{agent}', c.i, NULL)),
+         if(r.task IS NULL OR {detached}, c.start_ns, greatest(c.start_ns, r.lo)),
+         if(r.task IS NULL OR {detached}, greatest(c.start_ns, c.end_ns), least(c.end_ns, r.hi)),
+         c.segment,
+         multiIf(r.seg = '', r.inh, r.seg = '{gen}', '{gen}', NULL),
+         r.task IS NULL OR NOT {detached},
+         r.dropped OR (r.task IS NOT NULL AND NOT {detached}
+                       AND ((c.start_ns >= r.lo AND c.start_ns >= r.hi) OR (c.start_ns < r.lo AND c.end_ns <= r.lo))),
+         if(r.task IS NULL, toUInt32(0), r.depth + 1),
+         if(r.step IS NULL AND r.task IS NOT NULL AND NOT {shut} AND c.segment = '{step}', c.i, r.step),
+         if(r.step IS NULL AND r.task IS NOT NULL AND NOT {shut} AND c.segment = '{step}', r.depth + 1, r.step_d),
+         if(r.att IS NULL AND r.step = r.i AND c.segment = '{att}', c.i, r.att),
+         if(r.att IS NULL AND r.step = r.i AND c.segment = '{att}', r.depth + 1, r.att_d),
+         r.in_gen OR r.seg = '{gen}',
+         {shut}
+  FROM r JOIN {p}s AS c ON c.pi = r.i
+)
+SELECT r.i AS i, assumeNotNull(r.task) AS task, r.lo AS lo, r.hi AS hi, r.inh AS inh,
+       r.blk AND r.i != r.task AS blk, r.dropped AS dropped, r.depth AS depth, r.step AS step, r.step_d AS step_d,
+       r.att AS att, r.att_d AS att_d, r.in_gen AS in_gen, s.pi AS pi, s.start_ns AS start_ns, s.segment AS segment
+FROM r JOIN {p}s AS s ON s.i = r.i WHERE r.task IS NOT NULL""",
+        # parents whose blocking children overlap (children in start order, ties: input order)
+        f"""CREATE TABLE {p}ov {_M} AS
+SELECT pi FROM (
+  SELECT pi, lo, max(hi) OVER (PARTITION BY pi ORDER BY start_ns, i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev,
+         row_number() OVER (PARTITION BY pi ORDER BY start_ns, i) AS k
+  FROM {p}t WHERE blk AND NOT dropped)
+GROUP BY pi HAVING max(k > 1 AND lo < prev)""",
+        f"""CREATE TABLE {p}kk {_M} AS
+SELECT t.pi AS pi, t.i AS i, t.lo AS lo, t.hi AS hi, row_number() OVER (PARTITION BY t.pi ORDER BY t.start_ns, t.i) AS k
+FROM {p}t AS t WHERE t.blk AND NOT t.dropped AND t.pi IN (SELECT pi FROM {p}ov)""",
+        f"CREATE TABLE {p}d {_M} AS SELECT pi, hi, argMin(i, k) AS i FROM {p}kk GROUP BY pi, hi",
+        f"""CREATE TABLE {p}nxt {_M} AS
+SELECT c.i AS i, d.i AS ni FROM {p}kk AS c ASOF JOIN {p}d AS d ON c.pi = d.pi AND c.lo >= d.hi""",
+        f"""CREATE TABLE {p}chain {_M} AS
+WITH RECURSIVE ch AS (
+  SELECT argMax(i, hi) AS i FROM {p}d GROUP BY pi
+  UNION ALL
+  SELECT n.ni FROM ch JOIN {p}nxt AS n ON n.i = ch.i
+)
+SELECT i FROM ch""",
+        f"""CREATE TABLE {p}f {_M} AS
+SELECT i, pi, task, depth, blk AND (pi NOT IN (SELECT pi FROM {p}ov) OR i IN (SELECT i FROM {p}chain)) AS followed
+FROM {p}t WHERE NOT dropped""",
+        f"""CREATE TABLE {p}o {_M} AS
+WITH RECURSIVE o AS (
+  SELECT i, toUInt32(0) AS off_d FROM {p}f WHERE i = task
+  UNION ALL
+  SELECT f.i, if(f.followed, o.off_d, f.depth) FROM o JOIN {p}f AS f ON f.pi = o.i
+)
+SELECT i, off_d FROM o""",
+        f"""CREATE TABLE {p}c {_M} AS
+WITH kids AS (
+  SELECT t.pi AS pi, sum(if(f.followed, t.hi - t.lo, 0)) AS kid_ns, max(t.segment IN ('draft', 'verify')) AS has_dv
+  FROM {p}t AS t JOIN {p}f AS f ON f.i = t.i WHERE t.blk GROUP BY t.pi
+), base AS (
+  SELECT t.i AS i, t.task AS task, t.step AS step, t.step_d AS step_d, t.att AS att, t.att_d AS att_d,
+         if(t.segment != '', t.segment, coalesce(t.inh, 'other')) AS seg0,
+         (t.hi - t.lo) - coalesce(kids.kid_ns, 0) AS self_ns, coalesce(kids.has_dv, false) AS has_dv,
+         {num(sc.SPEC_DRAFT_S, 's.attrs')} AS draft_s, {num(sc.SPEC_VERIFY_S, 's.attrs')} AS verify_s,
+         {num(sc.CONSTRAIN_MASK_S, 's.attrs')} + {num(sc.CONSTRAIN_COMPILE_S, 's.attrs')} AS con_s
+  FROM {p}t AS t LEFT JOIN kids ON kids.pi = t.i JOIN spans AS s ON s.i = t.i
+  WHERE NOT t.dropped
+), seg AS (
+  SELECT *, if(seg0 IN ({_SEGS}), seg0, 'other') AS seg FROM base
+), dv AS (
+  SELECT *, if(seg = '{gen}' AND NOT has_dv, greatest(0, least(self_ns, toInt64(roundBankers(draft_s * 1e9)))), 0) AS draft_ns
+  FROM seg
+), dv2 AS (
+  SELECT *, if(seg = '{gen}' AND NOT has_dv,
+               greatest(0, least(self_ns - draft_ns, toInt64(roundBankers(verify_s * 1e9)))), 0) AS verify_ns FROM dv
+), c AS (
+  SELECT *, if(seg = '{gen}', greatest(0, least(self_ns - draft_ns - verify_ns, toInt64(roundBankers(con_s * 1e9)))), 0)
+            AS constrain_ns FROM dv2
+)
+SELECT c.i AS i, task, step, step_d, att, att_d, o.off_d AS off_d, seg,
+       self_ns - draft_ns - verify_ns - constrain_ns AS seg_ns, draft_ns, verify_ns, constrain_ns
+FROM c JOIN {p}o AS o ON o.i = c.i
+SETTINGS join_use_nulls = 1""",
+    ]

@@ -1,0 +1,81 @@
+"""The columnar engine (agenttrace/columnar) gives the per-span path's report, byte for byte, on
+what it covers, and hands the rest to the per-span path with a line saying why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("chdb")
+
+from agenttrace.bench.synthetic import generate  # noqa: E402
+from agenttrace.cli import main  # noqa: E402
+from agenttrace.columnar.engine import ColumnarError, report_files  # noqa: E402
+from agenttrace.report.build import report_streamed  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "traces" / "samples"
+FRAMEWORKS = ROOT / "traces" / "frameworks"
+
+
+def _json(report) -> str:
+    return report.model_dump_json()
+
+
+def _cli(capsys, *args: str) -> tuple[str, str]:
+    assert main(["report", *args, "--format", "json"]) == 0
+    out = capsys.readouterr()
+    return out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory) -> Path:
+    """The benchmark's traces (two labels, retries, parallel tool calls, round events)."""
+    path = tmp_path_factory.mktemp("columnar") / "synthetic.jsonl"
+    generate(path, 20_000, seed=3)
+    return path
+
+
+def test_the_samples_give_the_same_json_byte_for_byte(capsys):
+    ours, err = _cli(capsys, str(SAMPLES), "--engine", "columnar")
+    theirs, _ = _cli(capsys, str(SAMPLES))
+    assert err == ""
+    assert ours == theirs
+
+
+def test_synthetic_traces_with_parallel_children_give_the_same_report(synthetic):
+    outcome = report_files([synthetic], threads=2)
+    assert outcome.reason is None
+    ref = report_streamed([str(synthetic)])
+    assert any(t.critical_path for t in ref.tasks)  # the chain and Jaeger's walk both ran
+    assert any(t.retry_s for t in ref.tasks) and ref.whatif
+    assert _json(outcome.report) == _json(ref)
+    # only rows came back, never spans: a small share of the file
+    assert outcome.bytes_back < 0.5 * synthetic.stat().st_size
+
+
+def test_a_summary_in_bounded_memory_is_the_same_summary(synthetic):
+    outcome = report_files([synthetic], threads=2, sample=100)
+    assert _json(outcome.report) == _json(report_streamed([str(synthetic)], sample=100))
+
+
+def test_another_instrumentations_trace_goes_to_the_per_span_path_and_says_so(capsys):
+    trace = FRAMEWORKS / "langgraph-create_agent-openinference.jsonl"
+    outcome = report_files([trace], threads=1)
+    assert outcome.report is None and "another instrumentation" in outcome.reason
+    ours, err = _cli(capsys, str(trace), "--engine", "columnar")
+    assert "does not cover" in err and "per-span path reports it" in err
+    assert json.loads(ours) == json.loads(_cli(capsys, str(trace))[0])
+
+
+def test_a_malformed_line_goes_to_the_per_span_path_with_its_problem(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text((SAMPLES / "demo-baseline.jsonl").read_text() + '{"resourceSpans": [{"scopeSpans": [\n')
+    with pytest.raises(ColumnarError):
+        report_files([bad], threads=1)
+    ours, err = _cli(capsys, str(bad), "--engine", "columnar")
+    assert "could not read the input" in err
+    theirs, _ = _cli(capsys, str(bad))
+    assert ours == theirs and json.loads(ours)["problems"]
