@@ -26,7 +26,7 @@ MAX_LINES = 400
 # lazily; the examples use only it; the consumers (bench, training, commands) come last.
 SHARED = ("agenttrace.semconv", "agenttrace.errors", "agenttrace.clock", "agenttrace.core")
 ORDER = ("generation", "telemetry", "testing", "instrument", "runtime", "adapters", "serve", "traces", "report",
-         "profiling", "agenttrace", "examples", "bench", "training", "commands", "cli", "__main__")
+         "columnar", "profiling", "agenttrace", "examples", "bench", "training", "commands", "cli", "__main__")
 
 
 def _modules() -> dict[str, Path]:
