@@ -82,7 +82,7 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
             from agenttrace.traces.stream import stream_traces
 
             batches = (b for b in stream_traces([path], problems))
-            add = lambda b: builder.add(b.spans, b.seq)  # noqa: E731
+            add = lambda b: builder.add(b.spans, b.seq)
             sources = [path]
         else:
             from agenttrace.traces.clickhouse import ClickHouseQuery, connect

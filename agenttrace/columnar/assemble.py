@@ -11,12 +11,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from agenttrace import semconv as sc
 from agenttrace.report.figures import TaskAnalysis, not_inferred
 from agenttrace.report.model import SEGMENT_FIELDS, StepFigures, TaskFigures, lean
 from agenttrace.report.segments import _seconds, sum_segments
 from agenttrace.report.spec import acceptance_stats, aggregate, generation_figures
 from agenttrace.report.stages import stage_times
-from agenttrace import semconv as sc
 
 NS = 1e9
 _INDEX = {name: i for i, name in enumerate(SEGMENT_FIELDS)}

@@ -30,8 +30,8 @@ def checks(p: str = "x_") -> list[tuple[str, str]]:
          f"SELECT count() FROM {p}s WHERE segment = '{step}' AND i NOT IN (SELECT i FROM {p}t)"),
         ("spans outside their parent's interval", f"SELECT count() FROM {p}t WHERE dropped"),
         ("steps outside their agent span",
-         f"SELECT count() FROM {p}t AS t JOIN spans AS a ON a.i = t.task WHERE t.step = t.i "
-         "AND (t.start_ns < a.start_ns OR t.hi > a.end_ns OR t.lo != t.start_ns)"),
+         (f"SELECT count() FROM {p}t AS t JOIN spans AS a ON a.i = t.task JOIN spans AS s ON s.i = t.i "
+          "WHERE t.step = t.i AND (s.start_ns < a.start_ns OR s.end_ns > a.end_ns)")),
         ("an agent span inside another's", f"SELECT count() FROM {p}t WHERE segment = '{agent}' AND i != task"),
         ("a generation inside a generation (a model server's span)",
          f"SELECT count() FROM {p}t WHERE segment = '{gen}' AND in_gen"),

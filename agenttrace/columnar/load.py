@@ -71,7 +71,7 @@ _KIND = ("multiIf({k} IN ('4', 'SPAN_KIND_PRODUCER', 'Producer'), 'PRODUCER', {k
 _STATUS = ("multiIf({c} IN ('2', 'STATUS_CODE_ERROR', 'Error'), 'ERROR', {c} IN ('1', 'STATUS_CODE_OK', 'Ok'), 'OK', "
            "'UNSET')")
 COLUMNS = "i, h, ph, trace_id, span_id, name, kind, status, start_ns, end_ns, run_label, run_id, segment, attrs, rounds"
-TABLE = f"""CREATE TABLE spans (
+TABLE = """CREATE TABLE spans (
   i UInt64, h UInt64, ph UInt64, trace_id String, span_id String, name String, kind LowCardinality(String),
   status LowCardinality(String), start_ns Int64, end_ns Int64, run_label String, run_id String,
   segment LowCardinality(String), attrs Map(String, String),

@@ -21,7 +21,7 @@ def _int(key: str, m: str = "s.attrs") -> str:
 def segment_rows(p: str = "x_") -> str:
     """(kind, owner, segment, on, ns): kind 0 the task, 1 a step, 2 the retry cost of a step (its
     attempts whose outcome is not ok, their own segment times)."""
-    parts = f"arrayJoin([(seg, seg_ns), ('draft', draft_ns), ('verify', verify_ns), ('constrain', constrain_ns)])"
+    parts = "arrayJoin([(seg, seg_ns), ('draft', draft_ns), ('verify', verify_ns), ('constrain', constrain_ns)])"
     ok = sc.AttemptOutcome.OK.value
     return f"""WITH parts AS (
   SELECT c.task AS task, c.step AS step, c.step_d AS step_d, c.att AS att, c.att_d AS att_d, c.off_d AS off_d,

@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("chdb")
 
-from agenttrace.bench.synthetic import generate  # noqa: E402
-from agenttrace.cli import main  # noqa: E402
-from agenttrace.columnar.engine import ColumnarError, report_files  # noqa: E402
-from agenttrace.report.build import report_streamed  # noqa: E402
+from agenttrace.bench.synthetic import generate
+from agenttrace.cli import main
+from agenttrace.columnar.engine import ColumnarError, report_files
+from agenttrace.report.build import report_streamed
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "traces" / "samples"
@@ -79,3 +79,21 @@ def test_a_malformed_line_goes_to_the_per_span_path_with_its_problem(tmp_path, c
     assert "could not read the input" in err
     theirs, _ = _cli(capsys, str(bad))
     assert ours == theirs and json.loads(ours)["problems"]
+
+
+def test_a_step_overflowing_its_agent_span_goes_to_the_per_span_path(tmp_path, capsys):
+    # the per-span path gives such a step its own breakdown; the queries do not (coverage.py)
+    doc = json.loads((SAMPLES / "demo-baseline.jsonl").read_text().splitlines()[0])
+    spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+    def segment(s):
+        return next((a["value"].get("stringValue") for a in s["attributes"] if a["key"] == "agenttrace.segment"), None)
+
+    agent = next(s for s in spans if segment(s) == "agent")
+    step = next(s for s in spans if s.get("parentSpanId") == agent["spanId"] and segment(s) == "step")
+    step["endTimeUnixNano"] = str(int(agent["endTimeUnixNano"]) + 5_000_000)
+    path = tmp_path / "overflow.jsonl"
+    path.write_text(json.dumps(doc) + "\n")
+    assert report_files([path], threads=1).reason == "steps outside their agent span"
+    ours, err = _cli(capsys, str(path), "--engine", "columnar")
+    assert "steps outside their agent span" in err and ours == _cli(capsys, str(path))[0]
