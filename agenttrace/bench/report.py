@@ -116,18 +116,19 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
 def _measure_columnar(path: str, clock) -> dict[str, float]:
     """The columnar engine (agenttrace/columnar): load is the files into the span table, analyse
     the SQL, the rows back and the report's records; bytes_back the rows' bytes."""
-    from agenttrace.columnar.engine import Engine, trace_files
+    from agenttrace.columnar.engine import Engine
+    from agenttrace.traces.load import iter_trace_files
 
     t0 = clock.now_ns()
-    engine = Engine(threads=os.cpu_count())
-    inputs = engine.load_files(trace_files([path]))
+    engine = Engine()
+    inputs = engine.load_files(list(iter_trace_files([path])))
     t1 = clock.now_ns()
     outcome = engine.figures([path], inputs, [])
     if outcome.report is None:
         raise RuntimeError(f"the columnar engine does not cover {outcome.reason}")
     report = outcome.report
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"spans": sum(n for _, _, n in inputs), "tasks": report.run.tasks + report.run.partial_tasks,
+    return {"spans": sum(i.spans for i in inputs), "tasks": report.run.tasks + report.run.partial_tasks,
             "load_s": (t1 - t0) / 1e9, "analyse_s": elapsed_s(clock, t1), "peak_mb": peak_mb,
             "problems": len(report.problems), "bytes_back": outcome.bytes_back}
 

@@ -8,15 +8,15 @@ generation's attributes and rounds: Python runs per generation, never per span.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.report.figures import TaskAnalysis, not_inferred
 from agenttrace.report.model import SEGMENT_FIELDS, StepFigures, TaskFigures, lean
-from agenttrace.report.segments import _seconds, sum_segments
+from agenttrace.report.segments import Breakdown, sum_segments
 from agenttrace.report.spec import acceptance_stats, aggregate, generation_figures
 from agenttrace.report.stages import stage_times
+from agenttrace.traces.span_records import EventRecord, SpanRecord
 
 NS = 1e9
 _INDEX = {name: i for i, name in enumerate(SEGMENT_FIELDS)}
@@ -37,73 +37,47 @@ def typed(value: str) -> Any:
     return []  # an array: its text is not kept (coverage.py sends inputs that need it to the per-span path)
 
 
-class _Event(dict):
-    __slots__ = ("name",)
+_ROUND_KEYS = (sc.ROUND_DRAFTED, sc.ROUND_ACCEPTED, sc.ROUND_DRAFT_S, sc.ROUND_VERIFY_S, sc.ROUND_K, sc.ROUND_TREE_DEPTH)
 
 
-def _events(rounds: list[dict]) -> list[_Event]:
-    out = []
-    for r in rounds:  # Arrow gives each tuple as a struct (a dict), in its order
-        drafted, accepted, draft_s, verify_s, k, depth = r.values()
-        e = _Event({sc.ROUND_DRAFTED: drafted, sc.ROUND_ACCEPTED: accepted, sc.ROUND_DRAFT_S: draft_s,
-                    sc.ROUND_VERIFY_S: verify_s, sc.ROUND_K: k, sc.ROUND_TREE_DEPTH: depth})
-        e.name = sc.EVENT_SPECULATE_ROUND
-        out.append(e)
-    return out
+def _events(rounds: list[dict]) -> list[EventRecord]:
+    # Arrow gives each round's tuple as a struct (a dict), in load.py's order
+    return [EventRecord(sc.EVENT_SPECULATE_ROUND, 0, dict(zip(_ROUND_KEYS, r.values(), strict=True))) for r in rounds]
 
 
-@dataclass(slots=True)
-class _Span:
-    """What spec.py reads of a span: a generation, or one of its prefill children."""
-
-    start_ns: int
-    end_ns: int
-    attributes: dict
-    events: list = field(default_factory=list)
-    segment: str | None = None
-    kind: str = "INTERNAL"
-
-    @property
-    def duration_ns(self) -> int:
-        return max(0, self.end_ns - self.start_ns)
+def _span(start_ns: int, end_ns: int, attributes: dict, events: list | None = None) -> SpanRecord:
+    """What spec.py reads of a span (a generation, or one of its prefill children)."""
+    return SpanRecord("", "", None, "", "INTERNAL", start_ns, end_ns, attributes, events or [])
 
 
 class _Kids:
     """The span tree as spec.py asks it: a generation's children (its prefill spans)."""
 
     def __init__(self) -> None:
-        self.kids_of: dict[int, list[_Span]] = {}
+        self.kids_of: dict[int, list[SpanRecord]] = {}
 
-    def kids(self, span: _Span) -> list[_Span]:
+    def kids(self, span: SpanRecord) -> list[SpanRecord]:
         return self.kids_of.get(id(span), [])
 
 
-def pivot(seg_rows: dict[str, list]) -> dict[tuple[int, int], list[list[int]]]:
-    """(kind, owner) -> [on-path ns by segment, overlap ns by segment]."""
-    out: dict[tuple[int, int], list[list[int]]] = {}
+def pivot(seg_rows: dict[str, list]) -> dict[tuple[int, int], Breakdown]:
+    """(kind, owner) -> its Breakdown (on-path ns and overlap ns by segment)."""
+    out: dict[tuple[int, int], Breakdown] = {}
     for kind, owner, seg, on, ns in zip(seg_rows["kind"], seg_rows["owner"], seg_rows["segment"],
                                         seg_rows["on"], seg_rows["ns"], strict=True):
-        entry = out.get((kind, owner))
-        if entry is None:
-            entry = out[(kind, owner)] = [[0] * _N, [0] * _N]
-        entry[0 if on else 1][_INDEX[seg]] += ns
+        b = out.get((kind, owner))
+        if b is None:
+            b = out[(kind, owner)] = Breakdown()
+        (b.ns if on else b.overlap_ns)[_INDEX[seg]] += ns
     return out
 
 
-_EMPTY = [[0] * _N, [0] * _N]
-
-
-class _Memo(dict):
-    """stage_times reads `memo[id(root)].ns`: the task's on-path ns."""
-
-
-@dataclass(slots=True)
-class _Breakdown:
-    ns: list[int]
+_NONE = Breakdown()
+_PREFILL = {sc.SEGMENT: sc.Segment.PREFILL.value}
 
 
 def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str, list], gens: dict[str, list],
-             segs: dict[tuple[int, int], list[list[int]]]) -> list[TaskAnalysis]:
+             segs: dict[tuple[int, int], Breakdown]) -> list[TaskAnalysis]:
     """The TaskAnalysis of every task, in the rows' order (start, then input order)."""
     valid: defaultdict[int, int] = defaultdict(int)
     count: defaultdict[int, int] = defaultdict(int)
@@ -132,14 +106,14 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
             index = steps["idx"][r]
             generations = []
             for g in gens_of.get(step, ()):
-                gen = _Span(gens["start_ns"][g], gens["end_ns"][g], {k: typed(v) for k, v in gens["attrs"][g].items()},
-                            _events(gens["rounds"][g]), sc.Segment.GENERATION.value)
-                tree.kids_of = {id(gen): [_Span(0, d, {}, segment=sc.Segment.PREFILL.value) for d in gens["prefills"][g]]}
+                gen = _span(gens["start_ns"][g], gens["end_ns"][g], {k: typed(v) for k, v in gens["attrs"][g]},
+                            _events(gens["rounds"][g]))
+                tree.kids_of = {id(gen): [_span(0, d, _PREFILL) for d in gens["prefills"][g]]}
                 figs = generation_figures(tree, gen, index, gens["attempt"][g], start)
                 generations.append(figs)
                 acceptance.append((figs.method, acceptance_stats(tree, gen)))
-            on, off = segs.get((1, step), _EMPTY)
-            retry = segs.get((2, step), _EMPTY)[0]
+            b = segs.get((1, step), _NONE)
+            retry = segs.get((2, step), _NONE)
             first, first_correct = steps["first"][r], steps["first_correct"][r]
             if first is not None:
                 moments.append(first)
@@ -151,16 +125,15 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
                 index=index, outcome=steps["outcome"][r], attempts=steps["attempts"][r],
                 start_s=(s_start - start) / NS, wall_s=max(0, s_end - s_start) / NS,
                 ttvtc_s=(first - s_start) / NS if first is not None else None,
-                segments=_seconds(on), retry_s=sum(retry) / NS, retry_segments=_seconds(retry),
-                overlap_s=sum(off) / NS, overlap_segments=_seconds(off) if any(off) else None,
+                segments=b.segments(), retry_s=retry.total_ns() / NS, retry_segments=retry.segments(),
+                overlap_s=sum(b.overlap_ns) / NS, overlap_segments=b.overlap_segments(),
                 time_to_correct_action_s=(first_correct - s_start) / NS if first_correct is not None else None,
                 generations=generations, inferred=bool(steps["inferred"][r]),
             )))
-        on, off = segs.get((0, task), _EMPTY)
+        b = segs.get((0, task), _NONE)
         wall = (end - start) / NS
         outcome = tasks["outcome"][row]
-        segments = _seconds(on)
-        memo = _Memo({id(tasks): _Breakdown(on)})
+        segments = b.segments()
         figures = lean(TaskFigures.model_construct(
             trace_id=tasks["trace_id"][row], task_id=tasks["task_id"][row], agent=tasks["agent"][row],
             run_label=tasks["run_label"][row] or None, run_id=tasks["run_id"][row] or None, outcome=outcome,
@@ -172,11 +145,13 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
             attempts=count[task], valid_attempts=valid[task], segments=segments,
             retry_s=sum(f.retry_s for f in step_figs), retry_segments=sum_segments(f.retry_segments for f in step_figs),
             speculation=aggregate(g for f in step_figs for g in f.generations), steps=step_figs,
-            overlap_s=sum(off) / NS, overlap_segments=_seconds(off) if any(off) else None, partial=False,
+            overlap_s=sum(b.overlap_ns) / NS, overlap_segments=b.overlap_segments(), partial=False,
             expects_correct_action=marks, critical_path=[], waterfall=None, inferred=[], absent=[],
             not_inferred=not_inferred(None, steps=len(step_figs), attempts=count[task], has_ttvtc=bool(moments),
                                       outcome_known=outcome != "unknown", partial=False),
-            stages=stage_times(memo, tasks, []),  # type: ignore[arg-type]
+            # no sub-agent or compaction (coverage.py): the stages of the task's own breakdown, keyed
+            # by the object stage_times is given as the root
+            stages=stage_times({id(b): b}, b, []),  # type: ignore[arg-type]
             sub_agents=0, compactions=0, reprefill_tokens=None, reprefill_s=None,
         ))
         out.append(TaskAnalysis(figures, acceptance))

@@ -1,13 +1,13 @@
 """Where the queries run, and the report they make: ClickHouse's engine in this process (chdb) over
-trace files, or over a chdb store's `otel_traces`. Returns None (with the reason) when the input
-needs what the queries do not cover (coverage.py), so the caller reports it the per-span way.
+trace files. Returns None (with the reason) when the input needs what the queries do not cover
+(coverage.py), so the caller reports it the per-span way.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from agenttrace.columnar import coverage, load, rows, tree
@@ -16,6 +16,7 @@ from agenttrace.report.batched import SUMMARY_NOTE
 from agenttrace.report.inputs import ConventionFigures, InputFigures
 from agenttrace.report.model import Report
 from agenttrace.report.runs import ReportFold
+from agenttrace.traces.load import iter_trace_files
 
 
 class ColumnarError(Exception):
@@ -26,7 +27,6 @@ class ColumnarError(Exception):
 class Outcome:
     report: Report | None
     reason: str | None = None  # why the per-span path is needed
-    timings: dict[str, float] = field(default_factory=dict)
     bytes_back: int = 0  # bytes of the rows that came back to Python
 
 
@@ -44,17 +44,6 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def trace_files(paths: Sequence[str | Path]) -> list[Path]:
-    """The files a report of `paths` reads (folders: their .jsonl and .json files, sorted)."""
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in (".jsonl", ".json"))
-        else:
-            out.append(p)
-    return out
-
-
 def _table(sess, sql: str) -> tuple[dict[str, list], int]:
     t = sess.query(sql, "ArrowTable")
     return t.to_pydict(), t.nbytes
@@ -65,7 +54,6 @@ class Engine:
 
     def __init__(self, threads: int | None = None) -> None:
         self.sess = _session(threads)
-        self.bytes_back = 0
 
     def q(self, sql: str) -> None:
         try:
@@ -76,18 +64,22 @@ class Engine:
     def scalar(self, sql: str) -> int:
         return int(self.sess.query(sql, "CSV").bytes().decode().strip() or 0)
 
-    def load_files(self, files: list[Path]) -> list[tuple[str, int, int]]:
-        """Each file's spans into `spans`; (source, first i, spans) per file."""
+    def load_files(self, files: list[Path]) -> list[InputFigures]:
+        """Each file's spans into `spans`; what each input held, by segment (report.inputs)."""
         self.q(load.TABLE)
         out, first = [], 0
         for f in files:
             self.q(load.file_insert(_sql_string(str(f)), first))
-            n = self.scalar("SELECT count() FROM spans") - first
-            out.append((str(f), first, n))
+            counts, _ = _table(self.sess, f"SELECT segment, count() AS n FROM spans WHERE i >= {first} "
+                                          "GROUP BY segment ORDER BY segment")
+            segments = dict(zip(counts["segment"], counts["n"], strict=True))
+            n = sum(segments.values())
+            out.append(InputFigures(source=str(f), spans=n, conventions=[
+                ConventionFigures(name="agenttrace", spans=n, segments=segments)] if n else []))
             first += n
         return out
 
-    def figures(self, sources: list[str], inputs: list[tuple[str, int, int]], problems: list[str],
+    def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
                 sample: int | None = None) -> Outcome:
         for sql in tree.statements():
             self.q(sql)
@@ -99,7 +91,6 @@ class Engine:
         attempts, b3 = _table(self.sess, rows.attempt_rows())
         gens, b4 = _table(self.sess, rows.generation_rows())
         segs, b5 = _table(self.sess, rows.segment_rows())
-        gens["attrs"] = [dict(m) for m in gens["attrs"]]
         made = analyses(tasks, steps, attempts, gens, pivot(segs))
         path, b6 = _table(self.sess, rows.path_spans())
         add_critical_paths({t: a.figures for t, a in zip(tasks["task"], made, strict=True)}, path)
@@ -109,22 +100,12 @@ class Engine:
         if sample:
             problems = [*problems, SUMMARY_NOTE.format(tasks=fold.run.whole + fold.run.partial, n=sample)]
         report = fold.report(sources, problems)
-        report.inputs = self._inputs(inputs)
+        report.inputs = inputs
         return Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6)
-
-    def _inputs(self, inputs: list[tuple[str, int, int]]) -> list[InputFigures]:
-        out = []
-        for source, first, n in inputs:
-            counts, _ = _table(self.sess, f"SELECT segment, count() AS n FROM spans WHERE i >= {first} AND i < {first + n} "
-                                          "GROUP BY segment ORDER BY segment")
-            segments = dict(zip(counts["segment"], counts["n"], strict=True))
-            out.append(InputFigures(source=source, spans=n, conventions=[
-                ConventionFigures(name="agenttrace", spans=n, segments=segments)] if n else []))
-        return out
 
 
 def report_files(paths: Sequence[str | Path], *, threads: int | None = None, sample: int | None = None) -> Outcome:
-    files = trace_files(paths)
+    files = list(iter_trace_files(paths))
     engine = Engine(threads)
     inputs = engine.load_files(files)
     return engine.figures([str(p) for p in paths], inputs, [], sample)

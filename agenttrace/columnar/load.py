@@ -1,9 +1,8 @@
-"""Spans into one table, `spans`, with no Python object per span: from OTLP/JSON files (our
-exporter's lines, read by ClickHouse's JSON parser) or from the OpenTelemetry Collector exporter's
-`otel_traces` (a mapping query, run where the table is). The columns are the same either way:
+"""Spans into one table, `spans`, with no Python object per span: OTLP/JSON files (our exporter's
+lines, read by ClickHouse's JSON parser). The columns:
 
-    i        UInt64   input order (files: line and position; the store: trace, start, span id),
-                      the tie-break wherever today's report uses input order
+    i        UInt64   input order (line and position), the tie-break wherever the per-span path
+                      uses input order
     h, ph    UInt64   cityHash64 of (trace, span) and (trace, parent): the tree joins on integers
     trace_id, span_id, name, kind ('PRODUCER', 'CONSUMER', 'SERVER' or 'OTHER'), status
     start_ns, end_ns  Int64
@@ -15,8 +14,7 @@ exporter's lines, read by ClickHouse's JSON parser) or from the OpenTelemetry Co
 
 Attribute values keep their type because the figures test it as the per-span path does: a
 validation "held" only when `agenttrace.validation.ok` is the boolean true, a number counts only
-when it is one. The store keeps text only; its values are typed back by form, as
-`traces/clickhouse_read.py` does for the per-span path.
+when it is one.
 """
 
 from __future__ import annotations
@@ -70,7 +68,6 @@ _KIND = ("multiIf({k} IN ('4', 'SPAN_KIND_PRODUCER', 'Producer'), 'PRODUCER', {k
          "'CONSUMER', {k} IN ('2', 'SPAN_KIND_SERVER', 'Server'), 'SERVER', 'OTHER')")
 _STATUS = ("multiIf({c} IN ('2', 'STATUS_CODE_ERROR', 'Error'), 'ERROR', {c} IN ('1', 'STATUS_CODE_OK', 'Ok'), 'OK', "
            "'UNSET')")
-COLUMNS = "i, h, ph, trace_id, span_id, name, kind, status, start_ns, end_ns, run_label, run_id, segment, attrs, rounds"
 TABLE = """CREATE TABLE spans (
   i UInt64, h UInt64, ph UInt64, trace_id String, span_id String, name String, kind LowCardinality(String),
   status LowCardinality(String), start_ns Int64, end_ns Int64, run_label String, run_id String,
@@ -103,32 +100,3 @@ ARRAY JOIN rs.scopeSpans AS ss
 ARRAY JOIN ss.spans AS sp
 SETTINGS precise_float_parsing = 1, input_format_json_read_numbers_as_strings = 1,
          input_format_json_read_objects_as_strings = 1, input_format_parallel_parsing = 0"""
-
-
-_INT = "'^-?[0-9]{1,20}$'"
-_FLOAT = "'^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$'"
-
-
-def _typed_text(v: str) -> str:
-    """A store's text value typed back by form (as clickhouse_read.typed_value does)."""
-    return (f"multiIf({v} IN ('true', 'false'), if({v} = 'true', 'b1', 'b0'), match({v}, {_INT}), concat('i', {v}), "
-            f"match({v}, {_FLOAT}) AND match({v}, '[.eE]'), concat('d', {v}), "
-            f"startsWith({v}, '['), 'a', concat('s', {v}))")
-
-
-def store_select(table_sql: str, where: str) -> str:
-    """The exporter's `otel_traces` rows (a `table_sql` such as `default.otel_traces`) as `spans`
-    rows: run as a subquery where the table is. There is no input order in a table; siblings that
-    start together break ties by span id."""
-    m = "SpanAttributes"
-    return f"""SELECT
-  toUInt64(row_number() OVER (ORDER BY TraceId, Timestamp, SpanId)) AS i,
-  cityHash64(lower(TraceId), lower(SpanId)) AS h, cityHash64(lower(TraceId), lower(ParentSpanId)) AS ph,
-  lower(TraceId) AS trace_id, lower(SpanId) AS span_id, SpanName AS name,
-  {_KIND.format(k='SpanKind')} AS kind, {_STATUS.format(c='StatusCode')} AS status,
-  toInt64(toUnixTimestamp64Nano(Timestamp)) AS start_ns, start_ns + toInt64(Duration) AS end_ns,
-  ResourceAttributes['{sc.RUN_LABEL}'] AS run_label, ResourceAttributes['{sc.RUN_ID}'] AS run_id,
-  {m}['{sc.SEGMENT}'] AS segment,
-  mapApply((k, v) -> (k, {_typed_text('v')}), {m}) AS attrs,
-  {_rounds('`Events.Name`', f"arrayMap(x -> mapApply((k, v) -> (k, {_typed_text('v')}), x), `Events.Attributes`)")} AS rounds
-FROM {table_sql} {where}"""
