@@ -27,10 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agenttrace.commands.input_options import jaeger_query
-    from agenttrace.commands.report import nothing_usable, rendered, write_output
+    from agenttrace.commands.report import nothing_usable
     from agenttrace.errors import InputError
     from agenttrace.report.build import report_from_load
     from agenttrace.report.compare import compare_labels, compare_reports
+    from agenttrace.telemetry.files import write_output
     from agenttrace.traces.load import load_inputs
 
     waterfalls = 50 if args.format == "html" else 0
@@ -70,10 +71,10 @@ def run(args: argparse.Namespace) -> int:
             report = report_from_load(loaded, sources, waterfalls=waterfalls)
         return write_output(report_html(report, comparison), args.output or "compare.html", "compare")
     else:
-        from agenttrace.report.terminal import make_console, render_comparison
+        from agenttrace.report.terminal import make_console, plain_text, render_comparison
 
         if args.output:
-            return write_output(rendered(lambda console: render_comparison(comparison, console)), args.output, "compare")
+            return write_output(plain_text(lambda console: render_comparison(comparison, console)), args.output, "compare")
         render_comparison(comparison, make_console())
     return 0
 

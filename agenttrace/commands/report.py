@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 FORMATS = ("terminal", "markdown", "json", "html")
 
@@ -38,41 +33,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_input_options(report)
     add_store_options(report)
     report.set_defaults(func=run)
-
-
-def write_output(text: str | Iterable[str], output: str | None, command: str = "report") -> int:
-    """Write `text` (or its pieces, in order) to the file `output` whole (telemetry/files.py: a
-    full or read-only disk leaves the old file, and one line says so), or to stdout, ending in a
-    newline; the exit status: 0, or 1 when the file could not be written."""
-    if isinstance(text, str):
-        text = (text,)
-    if not output:
-        last = ""
-        for last in text:
-            sys.stdout.write(last)
-        if not last.endswith("\n"):
-            sys.stdout.write("\n")
-        return 0
-    from agenttrace.telemetry.files import unwritten, write_whole
-
-    try:
-        write_whole(output, text)
-    except OSError as exc:
-        print(f"agenttrace {command}: {unwritten(output, exc)}", file=sys.stderr)
-        return 1
-    print(f"wrote {output}", file=sys.stderr)
-    return 0
-
-
-def rendered(render: Callable[[Console], object]) -> str:
-    """What `render(console)` prints, as plain text 160 columns wide (the terminal format for -o)."""
-    import io
-
-    from rich.console import Console
-
-    out = io.StringIO()
-    render(Console(file=out, width=160, color_system=None))
-    return out.getvalue()
 
 
 def nothing_usable(loaded, sources: list[str]) -> str | None:
@@ -185,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agenttrace.errors import InputError
     from agenttrace.report.model import Report
+    from agenttrace.telemetry.files import write_output
 
     if args.json_schema:
         print(json.dumps(Report.model_json_schema(), indent=2))
@@ -208,10 +169,10 @@ def run(args: argparse.Namespace) -> int:
 
         return write_output(report_html(report), args.output or "report.html")
     else:
-        from agenttrace.report.terminal import make_console, render_report
+        from agenttrace.report.terminal import make_console, plain_text, render_report
 
         if args.output:
-            return write_output(rendered(lambda console: render_report(report, console, tasks=not args.summary_only)),
+            return write_output(plain_text(lambda console: render_report(report, console, tasks=not args.summary_only)),
                                 args.output)
         render_report(report, make_console(), tasks=not args.summary_only)
     return 0

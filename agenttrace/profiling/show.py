@@ -36,28 +36,13 @@ def show_report(path: Path, fmt: Format = "terminal", output: str | None = None)
 
         text = report_markdown(report)
     else:
-        from agenttrace.report.terminal import make_console, render_report
+        from agenttrace.report.terminal import make_console, plain_text, render_report
 
         if output is None:
             render_report(report, make_console())
             return True
-        import io
+        text = plain_text(lambda console: render_report(report, console))
+    from agenttrace.telemetry.files import write_output
 
-        from rich.console import Console
-
-        buffer = io.StringIO()
-        render_report(report, Console(file=buffer, width=160, color_system=None))
-        text = buffer.getvalue()
-    if output is None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
-        return True
-    from agenttrace.telemetry.files import unwritten, write_whole
-
-    try:  # whole or not at all: a full or read-only disk leaves one line, not a torn report
-        write_whole(output, text if text.endswith("\n") else text + "\n")
-    except OSError as exc:
-        print(f"agenttrace: {unwritten(output, exc)}", file=sys.stderr)
-        return False
-    print(f"wrote {output}", file=sys.stderr)
-    return True
+    # whole or not at all: a full or read-only disk leaves one line, not a torn report
+    return write_output(text, output, None) == 0

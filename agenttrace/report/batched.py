@@ -34,7 +34,7 @@ __all__ = ["ReportBuilder"]
 
 MAX_PROBLEMS = 200  # a summary's problem lines (then a count of the rest)
 SUMMARY_NOTE = ("summary of {tasks} task(s): task rows left out; percentiles from a uniform sample of at most "
-                 "{n} values each (counts, means, extremes and totals over all of them)")
+                "{n} values each (counts, means, extremes and totals over all of them)")
 PARTIAL_NOTE = ("{n} task(s) have no agent span (a truncated file?): built from their step spans, marked partial "
                  "and left out of task-level rates and distributions")
 

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable
+
 from rich.console import Console
 from rich.table import Table
 
-from agenttrace.report.model import (
-    SEGMENT_FIELDS,
-    Comparison,
-    Report,
-    SegmentTimes,
-    TaskFigures,
-    WhatIf,
-)
+from agenttrace.report.model import SEGMENT_FIELDS, Comparison, Report, SegmentTimes, TaskFigures, WhatIf
 from agenttrace.report.seen import input_lines, no_tasks_message
 from agenttrace.report.text import (
     ROOFLINE_COLUMNS,
@@ -158,6 +154,13 @@ def render_comparison(c: Comparison, console: Console | None = None) -> None:
     line = constraint_comparison(c)
     if line:
         console.print(_t(line), highlight=False)
+
+
+def plain_text(render: Callable[[Console], object]) -> str:
+    """What `render(console)` prints, as plain text 160 columns wide (the terminal format in a file)."""
+    out = io.StringIO()
+    render(Console(file=out, width=160, color_system=None))
+    return out.getvalue()
 
 
 def make_console() -> Console:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["IncompleteWrite", "LineFile", "reason", "unwritten", "write_whole"]
+__all__ = ["IncompleteWrite", "LineFile", "reason", "unwritten", "write_output", "write_whole"]
 
 
 class IncompleteWrite(OSError):
@@ -189,6 +190,29 @@ def write_whole(path: str | os.PathLike[str], data: str | bytes | Iterable[str])
         except OSError:
             pass
         raise
+
+
+def write_output(text: str | Iterable[str], output: str | None, command: str | None = "report") -> int:
+    """A command's output: `text` (or its pieces, in order) written to the file `output` whole
+    (a full or read-only disk leaves the old file, and one line on stderr says so), or to stdout,
+    ending in a newline. The exit status: 0, or 1 when the file could not be written."""
+    if isinstance(text, str):
+        text = (text,)
+    if not output:
+        last = ""
+        for last in text:
+            sys.stdout.write(last)
+        if not last.endswith("\n"):
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+        return 0
+    try:
+        write_whole(output, text)
+    except OSError as exc:
+        print(f"agenttrace{' ' + command if command else ''}: {unwritten(output, exc)}", file=sys.stderr)
+        return 1
+    print(f"wrote {output}", file=sys.stderr)
+    return 0
 
 
 def _pieces(data: str | bytes | Iterable[str]) -> Iterator[bytes]:
