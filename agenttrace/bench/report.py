@@ -7,7 +7,9 @@ Each path in a fresh process, side by side (issue 17): `legacy` is today's one p
 stream of whole traces, `clickhouse` the same traces read back from the exporter's table over chdb,
 `summary` the stream folded into a summary in bounded memory (`report --sample`). Traces above
 FILE_SPANS spans are written as a folder of files of FILE_SPANS spans each.
-`columnar` the figures as SQL on chdb (agenttrace/columnar, `report --engine columnar`).
+`columnar` the figures as SQL on chdb (agenttrace/columnar, `report --engine columnar`), and
+`clickhouse_columnar` the same statements run inside the exporter's table's store (the pushdown of
+`report --clickhouse URL --engine columnar`), only rows of figures coming back.
 Targets (issue 32): 1,000,000 spans end to end in <= 5 s and <= 1 GB peak memory.
 """
 
@@ -41,14 +43,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated: legacy (today's one pass), fast (the stream of whole traces), clickhouse (the "
                         "same traces from ClickHouse's exporter table, over chdb), summary (the stream folded into a "
                         f"summary in bounded memory, samples of {SUMMARY_SAMPLE:,}), columnar (the figures as SQL "
-                        f"on chdb, report --engine columnar) (default: {','.join(DEFAULT_PATHS)})")
+                        f"on chdb, report --engine columnar), clickhouse_columnar (those statements inside the "
+                        f"exporter's table's store) (default: {','.join(DEFAULT_PATHS)})")
     p.add_argument("--json", action="store_true",
                    help='print a list of records {"spans", "path", "load_s", "analyse_s", "peak_mb"}')
     p.set_defaults(func=run)
 
 
-PATHS = ("legacy", "fast", "clickhouse", "summary", "columnar")
-DEFAULT_PATHS = ("fast", "columnar", "clickhouse")
+PATHS = ("legacy", "fast", "clickhouse", "summary", "columnar", "clickhouse_columnar")
+DEFAULT_PATHS = ("fast", "columnar", "clickhouse", "clickhouse_columnar")
 
 
 def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
@@ -61,8 +64,8 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
     from agenttrace.report.batched import ReportBuilder
 
     clock = default_clock()
-    if mode == "columnar":
-        return _measure_columnar(path, clock)
+    if mode in ("columnar", "clickhouse_columnar"):
+        return _measure_columnar(path, clock, store if mode == "clickhouse_columnar" else None)
     if mode == "legacy":
         from agenttrace.report.build import build_report
         from agenttrace.traces.load import load_spans
@@ -113,17 +116,23 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
             "problems": len(report.problems)}
 
 
-def _measure_columnar(path: str, clock) -> dict[str, float]:
-    """The columnar engine (agenttrace/columnar): load is the files into the span table, analyse
-    the SQL, the rows back and the report's records; bytes_back the rows' bytes."""
+def _measure_columnar(path: str, clock, store: str | None = None) -> dict[str, float]:
+    """The columnar engine (agenttrace/columnar): load is the files (or, with `store`, the
+    exporter's table in that chdb folder) into the span table, analyse the SQL, the rows back and
+    the report's records; bytes_back the rows' bytes."""
     from agenttrace.columnar.engine import Engine
+    from agenttrace.traces.clickhouse import ClickHouseQuery, connect
     from agenttrace.traces.load import iter_trace_files
 
     t0 = clock.now_ns()
-    engine = Engine()
-    inputs = engine.load_files(list(iter_trace_files([path])))
+    if store:
+        engine = Engine(store=connect(store))
+        inputs = engine.load_store(ClickHouseQuery(store, "otel_traces"))
+    else:
+        engine = Engine()
+        inputs = engine.load_files(list(iter_trace_files([path])))
     t1 = clock.now_ns()
-    outcome = engine.figures([path], inputs, [])
+    outcome = engine.figures([store or path], inputs, [])
     if outcome.report is None:
         raise RuntimeError(f"the columnar engine does not cover {outcome.reason}")
     report = outcome.report
@@ -184,14 +193,14 @@ def run(args: argparse.Namespace) -> int:
         size_mb = sum(f.stat().st_size for f in (path.iterdir() if big else [path])) / 1e6
         console.print(f"generated {written} spans ({size_mb:.0f} MB) in {elapsed_s(clock, t0):.1f} s")
         store = None
-        if "clickhouse" in paths:
+        if {"clickhouse", "clickhouse_columnar"} & set(paths):
             store = f"chdb:{folder / f'chdb-{n}'}"
             t0 = clock.now_ns()
             filled = _child("--fill", str(path), store)["rows"]
             console.print(f"exported {filled} spans into {store} (the exporter's table) in {elapsed_s(clock, t0):.1f} s")
         for mode in paths:
             try:
-                m = _child(str(path), mode, *([store] if mode == "clickhouse" and store else []))
+                m = _child(str(path), mode, *([store] if mode.startswith("clickhouse") and store else []))
             except RuntimeError as exc:
                 console.print(f"[red]measuring {path} ({mode}) failed:[/]\n{exc}")
                 return 1

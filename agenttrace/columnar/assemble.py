@@ -34,7 +34,25 @@ def typed(value: str) -> Any:
         return float(rest)
     if kind == "b":
         return rest == "1"
-    return []  # an array: its text is not kept (coverage.py sends inputs that need it to the per-span path)
+    return _array(rest)
+
+
+def _array(text: str) -> list:
+    """An array attribute's kept text (load.ARRAYS): OTLP/JSON's {"values": [...]} from a file, a
+    JSON array from the exporter's table; [] for one whose text is not kept or cannot be read (as
+    the figures then leave it out)."""
+    from agenttrace.errors import JSONError
+    from agenttrace.traces.jsontext import parse_json
+    from agenttrace.traces.otlp_json import decode_any_value
+
+    if not text:
+        return []
+    try:
+        doc = parse_json(text)
+        value = decode_any_value({"arrayValue": doc}) if isinstance(doc, dict) else doc
+    except (JSONError, ValueError, TypeError, AttributeError):
+        return []
+    return value if isinstance(value, list) else []
 
 
 _ROUND_KEYS = (sc.ROUND_DRAFTED, sc.ROUND_ACCEPTED, sc.ROUND_DRAFT_S, sc.ROUND_VERIFY_S, sc.ROUND_K, sc.ROUND_TREE_DEPTH)

@@ -23,7 +23,6 @@ def checks(p: str = "x_") -> list[tuple[str, str]]:
         ("spans with no agenttrace.segment", "SELECT count() FROM spans WHERE segment = ''"),
         ("sub-agents or compactions (stage times)",
          f"SELECT count() FROM spans WHERE segment IN ('{sc.Segment.DELEGATION}', '{sc.Segment.COMPACTION}')"),
-        ("roofline figures", f"SELECT count() FROM spans WHERE mapContains(attrs, '{sc.ROOFLINE_PHASE}')"),
         ("acceptance by position without round events",
          f"SELECT count() FROM spans WHERE mapContains(attrs, '{sc.SPEC_ACCEPTANCE_PER_POSITION}') AND empty(rounds)"),
         ("step spans without their agent span (partial tasks)",

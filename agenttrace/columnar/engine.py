@@ -1,10 +1,13 @@
-"""Where the queries run, and the report they make: ClickHouse's engine in this process (chdb) over
-trace files. Returns None (with the reason) when the input needs what the queries do not cover
+"""Where the queries run, and the report they make: ClickHouse's engine in this process (chdb)
+over trace files, or a ClickHouse store where its spans are (a server, or a chdb folder): the same
+statements, in the store's session, as temporary tables; only the rows of figures come back.
+Returns None (with the reason) when the input needs what the queries do not cover
 (coverage.py), so the caller reports it the per-span way.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,6 +15,7 @@ from pathlib import Path
 
 from agenttrace.columnar import coverage, load, rows, tree
 from agenttrace.columnar.assemble import add_critical_paths, analyses, pivot
+from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import SUMMARY_NOTE
 from agenttrace.report.inputs import ConventionFigures, InputFigures
 from agenttrace.report.model import Report
@@ -20,7 +24,7 @@ from agenttrace.traces.load import iter_trace_files
 
 
 class ColumnarError(Exception):
-    """The engine could not read the input (a malformed line, a missing package)."""
+    """The engine could not read the input (a malformed line, a missing package, a store's error)."""
 
 
 @dataclass
@@ -30,39 +34,49 @@ class Outcome:
     bytes_back: int = 0  # bytes of the rows that came back to Python
 
 
-def _session(threads: int | None):
-    try:
-        from chdb import session
-    except ImportError as exc:
-        raise ColumnarError("the columnar engine needs chdb (pip install 'agenttrace[columnar]')") from exc
-    sess = session.Session()
-    sess.query(f"SET max_threads = {threads or os.cpu_count() or 1}")
-    return sess
-
-
 def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _table(sess, sql: str) -> tuple[dict[str, list], int]:
-    t = sess.query(sql, "ArrowTable")
-    return t.to_pydict(), t.nbytes
-
-
 class Engine:
-    """One session: load, check coverage, run the figures, assemble the report."""
+    """One session of a store (default: chdb in memory, for files): load, check coverage, run
+    the figures, assemble the report."""
 
-    def __init__(self, threads: int | None = None) -> None:
-        self.sess = _session(threads)
+    def __init__(self, threads: int | None = None, store=None) -> None:
+        from agenttrace.traces.clickhouse import connect
 
-    def q(self, sql: str) -> None:
         try:
-            self.sess.query(sql)
-        except Exception as exc:  # chdb raises its own types: say what ClickHouse said, first line
+            self.store = store or connect("chdb:")
+        except ClickHouseError as exc:
+            raise ColumnarError("the columnar engine needs chdb (pip install 'agenttrace[columnar]')") from exc
+        if store is None or threads:  # a server's own setting stands unless asked
+            self.q(f"SET max_threads = {threads or os.cpu_count() or 1}")
+
+    def q(self, sql: str, params: dict | None = None) -> None:
+        try:
+            self.store.command(sql, params)
+        except ClickHouseError as exc:  # what ClickHouse said, first line
             raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
 
+    def table(self, sql: str) -> tuple[dict[str, list], int]:
+        try:
+            t = self.store.arrow(sql)
+        except ClickHouseError as exc:
+            raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
+        return t.to_pydict(), t.nbytes
+
     def scalar(self, sql: str) -> int:
-        return int(self.sess.query(sql, "CSV").bytes().decode().strip() or 0)
+        values = next(iter(self.table(sql)[0].values()))
+        return int(values[0] or 0) if values else 0
+
+    def _counts(self, first: int, source: str) -> InputFigures:
+        """What one input held, by segment (report.inputs), from its spans in the table."""
+        counts, _ = self.table(f"SELECT segment, count() AS n FROM spans WHERE i >= {first} "
+                               "GROUP BY segment ORDER BY segment")
+        segments = dict(zip(counts["segment"], counts["n"], strict=True))
+        n = sum(segments.values())
+        return InputFigures(source=source, spans=n, conventions=[
+            ConventionFigures(name="agenttrace", spans=n, segments=segments)] if n else [])
 
     def load_files(self, files: list[Path]) -> list[InputFigures]:
         """Each file's spans into `spans`; what each input held, by segment (report.inputs)."""
@@ -70,14 +84,25 @@ class Engine:
         out, first = [], 0
         for f in files:
             self.q(load.file_insert(_sql_string(str(f)), first))
-            counts, _ = _table(self.sess, f"SELECT segment, count() AS n FROM spans WHERE i >= {first} "
-                                          "GROUP BY segment ORDER BY segment")
-            segments = dict(zip(counts["segment"], counts["n"], strict=True))
-            n = sum(segments.values())
-            out.append(InputFigures(source=str(f), spans=n, conventions=[
-                ConventionFigures(name="agenttrace", spans=n, segments=segments)] if n else []))
-            first += n
+            out.append(self._counts(first, str(f)))
+            first += out[-1].spans
         return out
+
+    def load_store(self, query) -> list[InputFigures]:
+        """The traces a ClickHouseQuery picks, from the exporter's table into `spans`, in the store.
+        ClickHouseError when the table is not the exporter's (no other path can read it either)."""
+        from agenttrace.traces.clickhouse import check_table
+
+        check_table(self.store, query.table)
+        if query.limits.deadline_s:  # each statement's bound on the server (the per-span read's is the whole read's)
+            self.q(f"SET max_execution_time = {max(1, math.ceil(query.limits.deadline_s))}")
+        self.q(load.TABLE)
+        from agenttrace.traces.clickhouse_read import filters
+
+        where, params = filters(query)
+        self.q(load.store_insert(query.table, where), params)
+        seen = self._counts(0, f"{self.store.name} {query.table}")  # the store's name: no password
+        return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked
 
     def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
                 sample: int | None = None) -> Outcome:
@@ -86,13 +111,13 @@ class Engine:
         for reason, sql in coverage.checks():
             if self.scalar(sql):
                 return Outcome(None, reason)
-        tasks, b1 = _table(self.sess, rows.task_rows())
-        steps, b2 = _table(self.sess, rows.step_rows())
-        attempts, b3 = _table(self.sess, rows.attempt_rows())
-        gens, b4 = _table(self.sess, rows.generation_rows())
-        segs, b5 = _table(self.sess, rows.segment_rows())
+        tasks, b1 = self.table(rows.task_rows())
+        steps, b2 = self.table(rows.step_rows())
+        attempts, b3 = self.table(rows.attempt_rows())
+        gens, b4 = self.table(rows.generation_rows())
+        segs, b5 = self.table(rows.segment_rows())
         made = analyses(tasks, steps, attempts, gens, pivot(segs))
-        path, b6 = _table(self.sess, rows.path_spans())
+        path, b6 = self.table(rows.path_spans())
         add_critical_paths({t: a.figures for t, a in zip(tasks["task"], made, strict=True)}, path)
         fold = ReportFold(sample, keep_tasks=sample is None)
         for a in made:
@@ -109,3 +134,14 @@ def report_files(paths: Sequence[str | Path], *, threads: int | None = None, sam
     engine = Engine(threads)
     inputs = engine.load_files(files)
     return engine.figures([str(p) for p in paths], inputs, [], sample)
+
+
+def report_store(query, *, threads: int | None = None, sample: int | None = None) -> Outcome:
+    """The report of the traces a ClickHouseQuery picks, computed in the store (traces/clickhouse.py's
+    connect: a server's URL or chdb:FOLDER). Raises ClickHouseError when the store is unreachable or
+    the table not the exporter's, ColumnarError when a statement fails there (an older server)."""
+    from agenttrace.traces.clickhouse import connect
+
+    engine = Engine(threads, connect(query.url, timeout_s=query.limits.deadline_s))
+    inputs = engine.load_store(query)
+    return engine.figures([query.describe()], inputs, [], sample)

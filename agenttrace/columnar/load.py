@@ -1,5 +1,6 @@
 """Spans into one table, `spans`, with no Python object per span: OTLP/JSON files (our exporter's
-lines, read by ClickHouse's JSON parser). The columns:
+lines, read by ClickHouse's JSON parser), or the OpenTelemetry Collector exporter's `otel_traces`
+table where it is (a ClickHouse server or a chdb folder: the mapping runs there). The columns:
 
     i        UInt64   input order (line and position), the tie-break wherever the per-span path
                       uses input order
@@ -8,7 +9,7 @@ lines, read by ClickHouse's JSON parser). The columns:
     start_ns, end_ns  Int64
     run_label, run_id (resource), segment (agenttrace.segment, '' when absent)
     attrs    Map(String, String)  every attribute, its value as text behind a one-letter type:
-             s text, i integer, d double, b1 / b0 boolean, a array (its text is not kept)
+             s text, i integer, d double, b1 / b0 boolean, a array (its text kept only for ARRAYS)
     rounds   Array(Tuple(drafted, accepted, draft_s, verify_s, k, tree_depth)): the span's
              speculate.round events (SPANS.md), in order
 
@@ -33,13 +34,22 @@ FILE_SCHEMA = (f"resourceSpans Array(Tuple(resource Tuple(attributes {_KV}), "
                f"scopeSpans Array(Tuple(spans Array({_SPAN})))))")
 
 
+# The arrays a figure reads (the roofline's phases, acceptance by position): their text is kept
+# behind the 'a' (OTLP/JSON's {"values": [...]} from a file, a JSON array from the exporter's
+# table); any other array is kept as 'a' alone.
+ARRAYS = (sc.ROOFLINE_PHASE, sc.ROOFLINE_PASSES, sc.ROOFLINE_ROWS, sc.ROOFLINE_FLOPS, sc.ROOFLINE_BYTES,
+          sc.ROOFLINE_SECONDS, sc.SPEC_ACCEPTANCE_PER_POSITION)
+_ARRAY_KEYS = ", ".join(f"'{k}'" for k in ARRAYS)
+
+
 def _typed(kv: str) -> str:
     """An OTLP attribute list as Map(key, typed text)."""
     v = "a.value"
     text = (f"multiIf({v}.stringValue IS NOT NULL, concat('s', {v}.stringValue), "
             f"{v}.boolValue IS NOT NULL, if({v}.boolValue, 'b1', 'b0'), "
             f"{v}.intValue IS NOT NULL, concat('i', {v}.intValue), "
-            f"{v}.doubleValue IS NOT NULL, concat('d', toString({v}.doubleValue)), 'a')")
+            f"{v}.doubleValue IS NOT NULL, concat('d', toString({v}.doubleValue)), "
+            f"{v}.arrayValue IS NOT NULL AND a.key IN ({_ARRAY_KEYS}), concat('a', {v}.arrayValue), 'a')")
     return f"CAST(arrayMap(a -> (a.key, {text}), {kv}), 'Map(String, String)')"
 
 
@@ -68,7 +78,9 @@ _KIND = ("multiIf({k} IN ('4', 'SPAN_KIND_PRODUCER', 'Producer'), 'PRODUCER', {k
          "'CONSUMER', {k} IN ('2', 'SPAN_KIND_SERVER', 'Server'), 'SERVER', 'OTHER')")
 _STATUS = ("multiIf({c} IN ('2', 'STATUS_CODE_ERROR', 'Error'), 'ERROR', {c} IN ('1', 'STATUS_CODE_OK', 'Ok'), 'OK', "
            "'UNSET')")
-TABLE = """CREATE TABLE spans (
+# A temporary table: it lives as long as the session (a server's, or chdb's in this process) and
+# never lands in the store's database, whatever that holds (a table of its own named spans).
+TABLE = """CREATE TEMPORARY TABLE spans (
   i UInt64, h UInt64, ph UInt64, trace_id String, span_id String, name String, kind LowCardinality(String),
   status LowCardinality(String), start_ns Int64, end_ns Int64, run_label String, run_id String,
   segment LowCardinality(String), attrs Map(String, String),
@@ -100,3 +112,51 @@ ARRAY JOIN rs.scopeSpans AS ss
 ARRAY JOIN ss.spans AS sp
 SETTINGS precise_float_parsing = 1, input_format_json_read_numbers_as_strings = 1,
          input_format_json_read_objects_as_strings = 1, input_format_parallel_parsing = 0"""
+
+
+def _store_typed(column: str) -> str:
+    """The exporter's attribute texts (pdata's AsString) as typed text, the way the per-span reader
+    types them back (clickhouse_read.typed_value): by the key's known type, else by form."""
+    from agenttrace.traces.span_records import ATTRIBUTE_TYPES
+
+    def keys(kind: str) -> str:
+        return ", ".join(f"'{k}'" for k, t in ATTRIBUTE_TYPES.items() if t == kind) or "''"
+
+    numeric = f"(k IN ({keys('an integer')}, {keys('a number')}) OR k NOT IN ({keys('a string')}, {keys('a boolean')}, " \
+              f"{keys('a list')}))"
+    text = (f"multiIf(k IN ({keys('a string')}), concat('s', v), v IN ('true', 'false'), if(v = 'true', 'b1', 'b0'), "
+            f"{numeric} AND match(v, '^-?(0|[1-9][0-9]*)$') AND length(v) <= 20, concat('i', v), "
+            f"{numeric} AND match(v, '^(-?[0-9]+(\\\\.[0-9]+)?([eE][-+]?[0-9]+)?|-?\\\\.[0-9]+)$') "
+            "AND match(v, '[.eE]'), concat('d', v), "
+            f"startsWith(v, '[') AND endsWith(v, ']'), if(k IN ({_ARRAY_KEYS}), concat('a', v), 'a'), concat('s', v))")
+    return f"mapApply((k, v) -> (k, {text}), {column})"
+
+
+def _store_rounds() -> str:
+    """A span's speculate.round events (Events.Name, Events.Attributes) as load.py's tuples."""
+    m = "Events.Attributes[x]"
+    fields = ", ".join([f"toInt64OrZero({m}['{sc.ROUND_DRAFTED}'])", f"toInt64OrZero({m}['{sc.ROUND_ACCEPTED}'])",
+                        f"toFloat64OrZero({m}['{sc.ROUND_DRAFT_S}'])", f"toFloat64OrZero({m}['{sc.ROUND_VERIFY_S}'])",
+                        f"toInt64OrZero({m}['{sc.ROUND_K}'])", f"toInt64OrZero({m}['{sc.ROUND_TREE_DEPTH}'])"])
+    return (f"arrayMap(x -> tuple({fields}), "
+            f"arrayFilter(x -> Events.Name[x] = '{sc.EVENT_SPECULATE_ROUND}', arrayEnumerate(Events.Name)))")
+
+
+def store_insert(table: str, where: str) -> str:
+    """Spans of the exporter's `table` into `spans`: the whole traces with a span `where` says
+    (its filters: time window, service), as the per-span reader takes them (clickhouse_read):
+    traces oldest first (their first span's time, then id), a trace's spans by time and id: the
+    input order `i`. The attributes are those a report reads (clickhouse_read.attribute_filter)."""
+    from agenttrace.traces.clickhouse_read import attribute_filter
+
+    return f"""INSERT INTO spans SELECT
+  toUInt64(row_number() OVER (ORDER BY p.t0, o.TraceId, o.Timestamp, o.SpanId) - 1) AS i,
+  cityHash64(trace_id, span_id) AS h, cityHash64(trace_id, lower(o.ParentSpanId)) AS ph,
+  lower(o.TraceId) AS trace_id, lower(o.SpanId) AS span_id, o.SpanName AS name,
+  {_KIND.format(k='o.SpanKind')} AS kind, {_STATUS.format(c='o.StatusCode')} AS status,
+  toUnixTimestamp64Nano(o.Timestamp) AS start_ns, start_ns + toInt64(o.Duration) AS end_ns,
+  o.ResourceAttributes['{sc.RUN_LABEL}'] AS run_label, o.ResourceAttributes['{sc.RUN_ID}'] AS run_id,
+  o.SpanAttributes['{sc.SEGMENT}'] AS segment,
+  {_store_typed(attribute_filter('o.SpanAttributes'))} AS attrs, {_store_rounds()} AS rounds
+FROM {table} AS o
+JOIN (SELECT TraceId, min(Timestamp) AS t0 FROM {table}{where} GROUP BY TraceId) AS p ON p.TraceId = o.TraceId"""

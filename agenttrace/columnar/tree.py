@@ -2,7 +2,8 @@
 `report/span_tree.py` and `report/segments.py`, stated once more for a columnar engine, and
 checked against them value for value (tests/columnar).
 
-One statement per list item; each makes a Memory table named `{p}...`:
+One statement per list item; each makes a temporary Memory table named `{p}...` (the session's own:
+nothing lands in a store's database):
 - `{p}s`: each span with its parent's order key (`pi`; NULL for a root or a missing parent);
 - `{p}t`: one top-down pass from the roots carrying the task (the outermost agent span), the step
   (the task's step the span is under: not through a sub-agent's run), the attempt (a child attempt
@@ -51,12 +52,12 @@ def statements(p: str = "x_") -> list[str]:
     shut = f"(r.closed OR (r.task IS NOT NULL AND (r.seg IN {closed} OR (r.seg = '{agent}' AND r.i != r.task))))"
     detached = "(c.pkind = 'PRODUCER' AND c.kind = 'CONSUMER')"
     return [
-        f"""CREATE TABLE {p}s {_M} AS
+        f"""CREATE TEMPORARY TABLE {p}s {_M} AS
 SELECT c.i AS i, c.start_ns AS start_ns, c.end_ns AS end_ns, c.kind AS kind, c.segment AS segment,
        if(par.i = c.i, NULL, par.i) AS pi, par.kind AS pkind
 FROM spans AS c LEFT JOIN spans AS par ON par.h = c.ph
 SETTINGS join_use_nulls = 1""",
-        f"""CREATE TABLE {p}t {_M} AS
+        f"""CREATE TEMPORARY TABLE {p}t {_M} AS
 WITH RECURSIVE r AS (
   SELECT i, if(segment = '{agent}', i, NULL) AS task, start_ns AS lo, greatest(start_ns, end_ns) AS hi,
          segment AS seg, CAST(NULL AS Nullable(String)) AS inh, true AS blk, false AS dropped, toUInt32(0) AS depth,
@@ -87,36 +88,36 @@ SELECT r.i AS i, assumeNotNull(r.task) AS task, r.lo AS lo, r.hi AS hi, r.inh AS
        r.att AS att, r.att_d AS att_d, r.in_gen AS in_gen, s.pi AS pi, s.start_ns AS start_ns, s.segment AS segment
 FROM r JOIN {p}s AS s ON s.i = r.i WHERE r.task IS NOT NULL""",
         # parents whose blocking children overlap (children in start order, ties: input order)
-        f"""CREATE TABLE {p}ov {_M} AS
+        f"""CREATE TEMPORARY TABLE {p}ov {_M} AS
 SELECT pi FROM (
   SELECT pi, lo, max(hi) OVER (PARTITION BY pi ORDER BY start_ns, i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev,
          row_number() OVER (PARTITION BY pi ORDER BY start_ns, i) AS k
   FROM {p}t WHERE blk AND NOT dropped)
 GROUP BY pi HAVING max(k > 1 AND lo < prev)""",
-        f"""CREATE TABLE {p}kk {_M} AS
+        f"""CREATE TEMPORARY TABLE {p}kk {_M} AS
 SELECT t.pi AS pi, t.i AS i, t.lo AS lo, t.hi AS hi, row_number() OVER (PARTITION BY t.pi ORDER BY t.start_ns, t.i) AS k
 FROM {p}t AS t WHERE t.blk AND NOT t.dropped AND t.pi IN (SELECT pi FROM {p}ov)""",
-        f"CREATE TABLE {p}d {_M} AS SELECT pi, hi, argMin(i, k) AS i FROM {p}kk GROUP BY pi, hi",
-        f"""CREATE TABLE {p}nxt {_M} AS
+        f"CREATE TEMPORARY TABLE {p}d {_M} AS SELECT pi, hi, argMin(i, k) AS i FROM {p}kk GROUP BY pi, hi",
+        f"""CREATE TEMPORARY TABLE {p}nxt {_M} AS
 SELECT c.i AS i, d.i AS ni FROM {p}kk AS c ASOF JOIN {p}d AS d ON c.pi = d.pi AND c.lo >= d.hi""",
-        f"""CREATE TABLE {p}chain {_M} AS
+        f"""CREATE TEMPORARY TABLE {p}chain {_M} AS
 WITH RECURSIVE ch AS (
   SELECT argMax(i, hi) AS i FROM {p}d GROUP BY pi
   UNION ALL
   SELECT n.ni FROM ch JOIN {p}nxt AS n ON n.i = ch.i
 )
 SELECT i FROM ch""",
-        f"""CREATE TABLE {p}f {_M} AS
+        f"""CREATE TEMPORARY TABLE {p}f {_M} AS
 SELECT i, pi, task, depth, blk AND (pi NOT IN (SELECT pi FROM {p}ov) OR i IN (SELECT i FROM {p}chain)) AS followed
 FROM {p}t WHERE NOT dropped""",
-        f"""CREATE TABLE {p}o {_M} AS
+        f"""CREATE TEMPORARY TABLE {p}o {_M} AS
 WITH RECURSIVE o AS (
   SELECT i, toUInt32(0) AS off_d FROM {p}f WHERE i = task
   UNION ALL
   SELECT f.i, if(f.followed, o.off_d, f.depth) FROM o JOIN {p}f AS f ON f.pi = o.i
 )
 SELECT i, off_d FROM o""",
-        f"""CREATE TABLE {p}c {_M} AS
+        f"""CREATE TEMPORARY TABLE {p}c {_M} AS
 WITH kids AS (
   SELECT t.pi AS pi, sum(if(f.followed, t.hi - t.lo, 0)) AS kid_ns, max(t.segment IN ('draft', 'verify')) AS has_dv
   FROM {p}t AS t JOIN {p}f AS f ON f.i = t.i WHERE t.blk GROUP BY t.pi

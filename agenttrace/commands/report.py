@@ -26,9 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     report.add_argument("--waterfalls", type=int, default=50,
                         help="html: how many tasks get a waterfall chart to choose from (default 50)")
     report.add_argument("--engine", choices=("python", "columnar"), default="python",
-                        help="files: columnar runs the figures as SQL on ClickHouse's engine in this process (chdb), "
-                             "where the input is one it covers (agenttrace/columnar/coverage.py; else it says why and "
-                             "the per-span path reports it); python (default) the per-span path")
+                        help="columnar runs the figures as SQL: for files on ClickHouse's engine in this process "
+                             "(chdb), for --clickhouse in the store itself (only figures come back), where the input is "
+                             "one it covers (agenttrace/columnar/coverage.py; else it says why and the per-span path "
+                             "reports it); python (default) the per-span path")
     report.add_argument("--json-schema", action="store_true", help="print the JSON schema of --format json and exit")
     add_input_options(report)
     add_store_options(report)
@@ -49,6 +50,7 @@ def _report(args: argparse.Namespace):
     """The report of what the options name, or the line saying why there is nothing to report.
     Files stream as whole traces (fast, bounded memory) unless the HTML page wants waterfalls or
     Jaeger's traces join them; Jaeger alone, ClickHouse and Phoenix are read page by page."""
+    from agenttrace.columnar.engine import report_files, report_store
     from agenttrace.commands.input_options import clickhouse_query, jaeger_query, phoenix_query
     from agenttrace.errors import ClickHouseError, InputError
     from agenttrace.report.build import report_clickhouse, report_from_load, report_jaeger, report_streamed
@@ -69,7 +71,9 @@ def _report(args: argparse.Namespace):
         if args.paths or jaeger is not None:
             raise InputError("--clickhouse reads one source: leave out the files and --jaeger")
         try:
-            report = report_clickhouse(store, sample=sample)
+            report = _columnar(lambda: report_store(store, sample=sample)) if args.engine == "columnar" else None
+            if report is None:
+                report = report_clickhouse(store, sample=sample)
         except ClickHouseError as exc:
             raise InputError(str(exc)) from exc
         return report if _spans(report) else f"no traces in {store.describe()}" + _first(report)
@@ -86,7 +90,7 @@ def _report(args: argparse.Namespace):
         missing = [p for p in args.paths if not Path(p).exists()]
         if missing:
             raise InputError(f"no such file or folder: {', '.join(missing)}")
-        report = _columnar(args.paths, sample) if args.engine == "columnar" else None
+        report = _columnar(lambda: report_files(args.paths, sample=sample)) if args.engine == "columnar" else None
         if report is None:
             report = report_streamed(args.paths, sample=sample)
         return report if _spans(report) else f"nothing to report from {', '.join(args.paths)}" + _first(report)
@@ -97,13 +101,13 @@ def _report(args: argparse.Namespace):
     return report_from_load(loaded, sources, waterfalls=args.waterfalls if args.format == "html" else 0)
 
 
-def _columnar(paths: list[str], sample: int | None):
-    """The columnar engine's report of `paths`, or None (with a line saying why) when the per-span
-    path must make it."""
-    from agenttrace.columnar.engine import ColumnarError, report_files
+def _columnar(make):
+    """The columnar engine's report (`make`: engine.report_files or report_store, called), or None
+    (with a line saying why) when the per-span path must make it."""
+    from agenttrace.columnar.engine import ColumnarError
 
     try:
-        outcome = report_files(paths, sample=sample)
+        outcome = make()
     except ColumnarError as exc:
         print(f"agenttrace report: the columnar engine could not read the input ({exc}); "
               "the per-span path reports it", file=sys.stderr)

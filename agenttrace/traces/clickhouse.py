@@ -143,7 +143,12 @@ class Store(Protocol):
         (ClickHouseError), an answer over `bounds.max_bytes` comes back `too_large`."""
         ...
 
-    def command(self, sql: str) -> None: ...
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None: ...
+
+    def arrow(self, sql: str) -> Any:
+        """`sql`'s answer as a pyarrow Table (the columnar engine's rows), in this store's session:
+        the temporary tables of earlier statements are there."""
+        ...
 
     def insert_json_rows(self, table: str, lines: Sequence[bytes]) -> None: ...
 
@@ -193,8 +198,11 @@ class _Chdb:
             return QueryAnswer([], len(data), too_large=True)
         return QueryAnswer(_json_rows(data, self.name), len(data))
 
-    def command(self, sql: str) -> None:
-        self._query(sql, "CSV")
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        self._query(sql, "CSV", parameter_texts(sql, params))
+
+    def arrow(self, sql: str) -> Any:
+        return self._query(sql, "ArrowTable")
 
     def insert_json_rows(self, table: str, lines: Sequence[bytes]) -> None:
         if lines:
@@ -256,9 +264,15 @@ class _Http:
             if before is not None:  # the store's other queries keep the connection's timeouts
                 self._client.timeout = before
 
-    def command(self, sql: str) -> None:
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
         with self._said():
-            self._client.command(sql)
+            self._client.command(sql, parameters=typed_parameters(sql, params) or None)
+
+    def arrow(self, sql: str) -> Any:
+        # the client keeps one session id (clickhouse-connect's autogenerate_session_id), so the
+        # server keeps the temporary tables of the earlier statements for this one
+        with self._said():
+            return self._client.query_arrow(sql, use_strings=True)
 
     def insert_json_rows(self, table: str, lines: Sequence[bytes]) -> None:
         if lines:

@@ -52,7 +52,7 @@ from agenttrace.traces.span_records import (
     checked,
 )
 
-__all__ = ["read_traces", "trace_pages", "typed_value"]
+__all__ = ["attribute_filter", "filters", "read_traces", "trace_pages", "typed_value"]
 
 _MiB = 1 << 20
 
@@ -65,7 +65,9 @@ _CONTENT = (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_TOOL_
             "gen_ai.system_instructions", "llm.input_messages", "llm.output_messages", "tool.parameters")
 
 
-def _attribute_filter(column: str) -> str:
+def attribute_filter(column: str) -> str:
+    """SQL: the attributes a report reads of the Map `column` (this reader's and the columnar
+    engine's pushdown, agenttrace/columnar/load.py)."""
     starts = " OR ".join(f"startsWith(k, '{p}')" for p in _PREFIXES)
     keys = ", ".join(f"'{k}'" for k in _KEYS)
     content = ", ".join(f"'{k}'" for k in _CONTENT)
@@ -74,7 +76,7 @@ def _attribute_filter(column: str) -> str:
 
 _SPAN_SQL = f"""SELECT
     toUnixTimestamp64Nano(Timestamp) AS start_ns, Duration, TraceId, SpanId, ParentSpanId, SpanName, SpanKind,
-    ResourceAttributes, ScopeName, {_attribute_filter('SpanAttributes')} AS attrs, StatusCode, StatusMessage,
+    ResourceAttributes, ScopeName, {attribute_filter('SpanAttributes')} AS attrs, StatusCode, StatusMessage,
     arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp) AS event_ns, Events.Name AS event_names,
     Events.Attributes AS event_attrs, Links.TraceId AS link_traces, Links.SpanId AS link_spans
 FROM {{table}}
@@ -82,7 +84,8 @@ WHERE TraceId IN {{ids:Array(String)}}
 ORDER BY Timestamp, SpanId"""
 
 
-def _filters(q: ClickHouseQuery) -> tuple[str, dict[str, Any]]:
+def filters(q: ClickHouseQuery) -> tuple[str, dict[str, Any]]:
+    """The WHERE clause picking `q`'s spans (time window, service) and its parameters."""
     # A DateTime64(9) holds Int64 nanoseconds (1677-09-21 to 2262-04-11): a bound past that range
     # is decided here, as the server would wrap it (--since 2300 would pick every trace).
     where, params = [], {}
@@ -138,7 +141,7 @@ def trace_pages(store: Store, q: ClickHouseQuery, budget: ReadBudget | None = No
     while a page of ids is over one answer's bound). Each page is a request of `budget`
     (default: a new one of `q.limits`); ReadCut when a bound of it stops the paging."""
     read = _Read(store, q, budget or ReadBudget(q.limits))
-    where, params = _filters(q)
+    where, params = filters(q)
     n = min(q.batch_traces, UINT32[1])  # LIMIT's type; a batch that large is every trace anyway
     last: tuple[int, str] | None = None
     while True:

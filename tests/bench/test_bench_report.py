@@ -36,9 +36,9 @@ def test_synthetic_trace_reads_back_as_its_tasks(tmp_path):
 
 
 def test_the_benchmark_prints_one_record_per_size_and_path(capsys):
-    """`bench report --json`: the fast stream, the columnar engine and ClickHouse (over chdb), each
-    in a fresh process, as records of the issue's keys (columnar: with the share of the file's
-    bytes that came back to Python as rows)."""
+    """`bench report --json`: the fast stream, the columnar engine, ClickHouse (over chdb) and the
+    columnar statements inside that store, each in a fresh process, as records of the issue's keys
+    (columnar: with the share of the file's bytes that came back to Python as rows)."""
     import pytest
 
     from agenttrace.cli import main
@@ -46,9 +46,10 @@ def test_the_benchmark_prints_one_record_per_size_and_path(capsys):
     pytest.importorskip("chdb")
     assert main(["bench", "report", "--spans", "1500", "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
-    assert [r["path"] for r in records] == ["fast", "columnar", "clickhouse"]
+    assert [r["path"] for r in records] == ["fast", "columnar", "clickhouse", "clickhouse_columnar"]
     keys = {"spans", "path", "load_s", "analyse_s", "peak_mb", "file_mb"}
-    assert all(set(r) == keys | ({"bytes_back_share"} if r["path"] == "columnar" else set()) for r in records)
+    assert all(set(r) == keys | ({"bytes_back_share"} if "columnar" in r["path"] else set()) for r in records)
     assert 0 < records[1]["bytes_back_share"] < 1
+    assert records[3]["bytes_back_share"] == records[1]["bytes_back_share"]  # the same rows, from the store
     assert len({r["spans"] for r in records}) == 1 and records[0]["spans"] >= 1500
     assert all(r["load_s"] > 0 and r["analyse_s"] > 0 and r["peak_mb"] > 0 for r in records)

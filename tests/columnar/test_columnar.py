@@ -97,3 +97,91 @@ def test_a_step_overflowing_its_agent_span_goes_to_the_per_span_path(tmp_path, c
     assert report_files([path], threads=1).reason == "steps outside their agent span"
     ours, err = _cli(capsys, str(path), "--engine", "columnar")
     assert "steps outside their agent span" in err and ours == _cli(capsys, str(path))[0]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    """A chdb folder with the exporter's table, holding the samples and some synthetic traces."""
+    from agenttrace.traces.clickhouse import connect
+    from agenttrace.traces.clickhouse_export import export_spans
+    from agenttrace.traces.otlp_file import iter_spans
+
+    folder = tmp_path_factory.mktemp("columnar-store")
+    url = f"chdb:{folder / 'ch'}"
+    part = folder / "synthetic.jsonl"
+    generate(part, 4_000, seed=5)
+    problems: list[str] = []
+    export_spans(connect(url), "otel_traces", (s for line in iter_spans([SAMPLES, part], problems) for s in line))
+    assert problems == []
+    return url
+
+
+def test_a_store_computes_the_report_where_the_spans_are_with_its_filters(store, capsys):
+    from agenttrace.columnar.engine import report_store
+    from agenttrace.report.build import report_clickhouse
+    from agenttrace.traces.clickhouse import ClickHouseQuery, connect
+
+    starts = sorted(r[0] for r in connect(store).rows(
+        "SELECT toUnixTimestamp64Nano(min(Timestamp)) FROM otel_traces GROUP BY TraceId"))
+    for query in (ClickHouseQuery(store), ClickHouseQuery(store, since_ns=starts[5]),
+                  ClickHouseQuery(store, until_ns=starts[3]), ClickHouseQuery(store, service="bench-agent"), ClickHouseQuery(store, service="nope")):
+        outcome = report_store(query, threads=1)
+        assert outcome.reason is None, outcome.reason
+        ref = report_clickhouse(query)
+        assert bool(ref.tasks) == (query.service != "nope")
+        assert _json(outcome.report) == _json(ref)
+        assert outcome.bytes_back <= sum(len(t.model_dump_json()) for t in ref.tasks)  # figures, not spans
+    ours, err = _cli(capsys, "--clickhouse", store, "--engine", "columnar", "--sample", "100")
+    assert err == "" and ours == _cli(capsys, "--clickhouse", store, "--sample", "100")[0]
+    # the session's tables were temporary: nothing was left in the store's database
+    assert [r[0] for r in connect(store).rows("SHOW TABLES")] == ["otel_traces"]
+
+
+def test_a_store_of_another_instrumentations_spans_goes_to_the_per_span_path(tmp_path, capsys):
+    url = f"chdb:{tmp_path / 'ch'}"
+    assert main(["export", str(FRAMEWORKS / "langgraph-create_agent-openinference.jsonl"), "--clickhouse", url]) == 0
+    capsys.readouterr()
+    ours, err = _cli(capsys, "--clickhouse", url, "--engine", "columnar")
+    assert "does not cover" in err and "another instrumentation" in err
+    assert ours == _cli(capsys, "--clickhouse", url)[0]
+
+
+def _with_roofline(path: Path) -> Path:
+    """The baseline sample with the roofline's arrays on its generations, as the demo records them."""
+
+    def arr(kind: str, values: list) -> dict:
+        return {"arrayValue": {"values": [{kind: v} for v in values]}}
+
+    out = []
+    for line in (SAMPLES / "demo-baseline.jsonl").read_text().splitlines():
+        doc = json.loads(line)
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for s in ss["spans"]:
+                    if {"key": "agenttrace.segment", "value": {"stringValue": "generation"}} in s["attributes"]:
+                        s["attributes"] += [
+                            {"key": "agenttrace.roofline.phase", "value": arr("stringValue", ["prefill", "decode"])},
+                            {"key": "agenttrace.roofline.passes", "value": arr("intValue", ["1", "12"])},
+                            {"key": "agenttrace.roofline.rows", "value": arr("intValue", ["40", "1"])},
+                            {"key": "agenttrace.roofline.flops", "value": arr("doubleValue", [1.5e9, 2.25e8])},
+                            {"key": "agenttrace.roofline.bytes", "value": arr("doubleValue", [5.4e8, 6.5e9])},
+                            {"key": "agenttrace.roofline.seconds", "value": arr("doubleValue", [0.03, 0.41])},
+                            {"key": "agenttrace.roofline.peak.flop_s", "value": {"doubleValue": 1.91e11}},
+                            {"key": "agenttrace.roofline.peak.bytes_s", "value": {"doubleValue": 3.53e10}},
+                            {"key": "agenttrace.roofline.device", "value": {"stringValue": "cpu"}},
+                        ]
+        out.append(json.dumps(doc))
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def test_roofline_figures_come_through_files_and_stores(tmp_path, capsys):
+    trace = _with_roofline(tmp_path / "roofline.jsonl")
+    ours, err = _cli(capsys, str(trace), "--engine", "columnar")
+    assert err == "" and json.loads(ours)["roofline"]  # the arrays were read, not left out
+    assert ours == _cli(capsys, str(trace))[0]
+    url = f"chdb:{tmp_path / 'ch'}"
+    assert main(["export", str(trace), "--clickhouse", url]) == 0
+    capsys.readouterr()
+    ours, err = _cli(capsys, "--clickhouse", url, "--engine", "columnar")
+    assert err == "" and ours == _cli(capsys, "--clickhouse", url)[0]
