@@ -14,9 +14,9 @@ from agenttrace import semconv as sc
 from agenttrace.report.figures import TaskAnalysis, not_inferred
 from agenttrace.report.model import SEGMENT_FIELDS, StepFigures, TaskFigures, lean
 from agenttrace.report.segments import Breakdown, sum_segments
-from agenttrace.report.spec import acceptance_stats, aggregate, generation_figures
+from agenttrace.report.spec import RoundRecord, acceptance_stats, aggregate, generation_figures
 from agenttrace.report.stages import stage_times
-from agenttrace.traces.span_records import EventRecord, SpanRecord
+from agenttrace.traces.span_records import SpanRecord
 
 NS = 1e9
 _INDEX = {name: i for i, name in enumerate(SEGMENT_FIELDS)}
@@ -55,17 +55,14 @@ def _array(text: str) -> list:
     return value if isinstance(value, list) else []
 
 
-_ROUND_KEYS = (sc.ROUND_DRAFTED, sc.ROUND_ACCEPTED, sc.ROUND_DRAFT_S, sc.ROUND_VERIFY_S, sc.ROUND_K, sc.ROUND_TREE_DEPTH)
+def _rounds(rounds: list[dict]) -> list[RoundRecord]:
+    # Arrow gives each round's tuple as a struct (a dict), in load.py's order: RoundRecord's
+    return [RoundRecord(*r.values()) for r in rounds]
 
 
-def _events(rounds: list[dict]) -> list[EventRecord]:
-    # Arrow gives each round's tuple as a struct (a dict), in load.py's order
-    return [EventRecord(sc.EVENT_SPECULATE_ROUND, 0, dict(zip(_ROUND_KEYS, r.values(), strict=True))) for r in rounds]
-
-
-def _span(start_ns: int, end_ns: int, attributes: dict, events: list | None = None) -> SpanRecord:
+def _span(start_ns: int, end_ns: int, attributes: dict) -> SpanRecord:
     """What spec.py reads of a span (a generation, or one of its prefill children)."""
-    return SpanRecord("", "", None, "", "INTERNAL", start_ns, end_ns, attributes, events or [])
+    return SpanRecord("", "", None, "", "INTERNAL", start_ns, end_ns, attributes)
 
 
 class _Kids:
@@ -124,12 +121,11 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
             index = steps["idx"][r]
             generations = []
             for g in gens_of.get(step, ()):
-                gen = _span(gens["start_ns"][g], gens["end_ns"][g], {k: typed(v) for k, v in gens["attrs"][g]},
-                            _events(gens["rounds"][g]))
+                gen = _span(gens["start_ns"][g], gens["end_ns"][g], {k: typed(v) for k, v in gens["attrs"][g]})
                 tree.kids_of = {id(gen): [_span(0, d, _PREFILL) for d in gens["prefills"][g]]}
                 figs = generation_figures(tree, gen, index, gens["attempt"][g], start)
                 generations.append(figs)
-                acceptance.append((figs.method, acceptance_stats(tree, gen)))
+                acceptance.append((figs.method, acceptance_stats(tree, gen, _rounds(gens["rounds"][g]))))
             b = segs.get((1, step), _NONE)
             retry = segs.get((2, step), _NONE)
             first, first_correct = steps["first"][r], steps["first_correct"][r]

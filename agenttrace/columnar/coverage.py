@@ -23,8 +23,10 @@ def checks(p: str = "x_") -> list[tuple[str, str]]:
         ("spans with no agenttrace.segment", "SELECT count() FROM spans WHERE segment = ''"),
         ("sub-agents or compactions (stage times)",
          f"SELECT count() FROM spans WHERE segment IN ('{sc.Segment.DELEGATION}', '{sc.Segment.COMPACTION}')"),
-        ("acceptance by position without round events",
-         f"SELECT count() FROM spans WHERE mapContains(attrs, '{sc.SPEC_ACCEPTANCE_PER_POSITION}') AND empty(rounds)"),
+        # the rows carry a generation's round events; rounds as draft / verify child spans are not read yet
+        ("speculation rounds as draft and verify spans (no round events)",
+         (f"SELECT count() FROM {p}s AS k JOIN spans AS g ON g.i = k.pi WHERE k.segment IN "
+          f"('{sc.Segment.DRAFT}', '{sc.Segment.VERIFY}') AND g.segment = '{gen}' AND empty(g.rounds)")),
         ("step spans without their agent span (partial tasks)",
          f"SELECT count() FROM {p}s WHERE segment = '{step}' AND i NOT IN (SELECT i FROM {p}t)"),
         ("spans outside their parent's interval", f"SELECT count() FROM {p}t WHERE dropped"),

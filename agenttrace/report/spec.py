@@ -135,14 +135,16 @@ def _round_stats(rounds: list[RoundRecord], k: int, output_tokens: int) -> Round
     return stats
 
 
-def acceptance_stats(tree: SpanTree, gen: SpanRecord) -> AcceptanceStats:
-    """What this generation tells about alpha and the draft / verify costs."""
+def acceptance_stats(tree: SpanTree, gen: SpanRecord, rounds: list[RoundRecord] | None = None) -> AcceptanceStats:
+    """What this generation tells about alpha and the draft / verify costs. `rounds`: its rounds
+    when the caller has them already (the columnar engine's rows), else rounds_of(tree, gen)."""
     a = gen.attributes
     stats = AcceptanceStats(
         draft_tokens=int(_num(a, sc.SPEC_DRAFT_TOKENS)), rounds=int(_num(a, sc.SPEC_ROUNDS)),
         draft_s=_num(a, sc.SPEC_DRAFT_S), verify_s=_num(a, sc.SPEC_VERIFY_S),
     )
-    rounds = rounds_of(tree, gen)
+    if rounds is None:
+        rounds = rounds_of(tree, gen)
     k = int(_num(a, sc.SPEC_NUM_SPECULATIVE_TOKENS))
     if rounds:
         stats.accepted = sum(r.accepted for r in rounds)

@@ -169,16 +169,25 @@ def _with_roofline(path: Path) -> Path:
                             {"key": "agenttrace.roofline.peak.flop_s", "value": {"doubleValue": 1.91e11}},
                             {"key": "agenttrace.roofline.peak.bytes_s", "value": {"doubleValue": 3.53e10}},
                             {"key": "agenttrace.roofline.device", "value": {"stringValue": "cpu"}},
+                            # speculation told by totals and acceptance by position (no round events)
+                            {"key": "agenttrace.spec.method", "value": {"stringValue": "prompt_lookup"}},
+                            {"key": "agenttrace.spec.rounds", "value": {"intValue": "4"}},
+                            {"key": "agenttrace.spec.draft_tokens", "value": {"intValue": "8"}},
+                            {"key": "agenttrace.spec.accepted_tokens", "value": {"intValue": "5"}},
+                            {"key": "agenttrace.spec.num_speculative_tokens", "value": {"intValue": "2"}},
+                            {"key": "agenttrace.spec.acceptance_per_position", "value": arr("doubleValue", [3.0, 2.0])},
                         ]
         out.append(json.dumps(doc))
     path.write_text("\n".join(out) + "\n")
     return path
 
 
-def test_roofline_figures_come_through_files_and_stores(tmp_path, capsys):
+def test_roofline_and_acceptance_by_position_come_through_files_and_stores(tmp_path, capsys):
     trace = _with_roofline(tmp_path / "roofline.jsonl")
     ours, err = _cli(capsys, str(trace), "--engine", "columnar")
     assert err == "" and json.loads(ours)["roofline"]  # the arrays were read, not left out
+    (row,) = json.loads(ours)["whatif"]
+    assert row["alpha_estimator"] == "positions" and row["alpha"] == pytest.approx(8 * 5 / (8 * 5 + 8 * 2))
     assert ours == _cli(capsys, str(trace))[0]
     url = f"chdb:{tmp_path / 'ch'}"
     assert main(["export", str(trace), "--clickhouse", url]) == 0
