@@ -2,7 +2,8 @@
 from the per-task, per-step and per-generation rows (`rows.py`), then folded by the report's
 `ReportFold` (run figures, labels, what-if), so the run-level definitions stay in one place. A
 generation's figures and its what-if statistics come from `report/spec.py` itself, given the
-generation's attributes and rounds: Python runs per generation, never per span.
+generation's attributes and rounds: Python runs per generation, never per span, except for the
+tasks coverage.per_span_tasks names: per_span_figures gives them the per-span code's figures.
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ _PREFILL = {sc.SEGMENT: sc.Segment.PREFILL.value}
 
 
 def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str, list], gens: dict[str, list],
-             segs: dict[tuple[int, int], Breakdown]) -> list[TaskAnalysis]:
-    """The TaskAnalysis of every task, in the rows' order (start, then input order)."""
+             segs: dict[tuple[int, int], Breakdown], given: dict[int, TaskAnalysis]) -> list[TaskAnalysis]:
+    """The TaskAnalysis of every task, in the rows' order (start, then input order); a task in
+    `given` (per_span_figures) is taken from there."""
     valid: defaultdict[int, int] = defaultdict(int)
     count: defaultdict[int, int] = defaultdict(int)
     for task, ok in zip(attempts["task"], attempts["valid"], strict=True):
@@ -108,6 +110,9 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
     tree = _Kids()
     out = []
     for row, task in enumerate(tasks["task"]):
+        if task in given:
+            out.append(given[task])
+            continue
         start, end = tasks["start_ns"][row], tasks["end_ns"][row]
         acceptance: list = []
         step_figs: list[StepFigures] = []
@@ -188,7 +193,9 @@ def add_critical_paths(by_task: dict[int, TaskFigures], spans: dict[str, list]) 
         members[task].append(SpanRecord(trace, str(i), str(pi) if pi is not None else None, name,
                                         kinds.get(kind, "INTERNAL"), start, end, attrs))
     for task, records in members.items():
-        figures = by_task[task]
+        figures = by_task.get(task)
+        if figures is None:  # made by the per-span code, critical path and all
+            continue
         tree = SpanTree(records)
         root = tree.by_id[(records[0].trace_id, str(task))]
         start = root.start_ns
@@ -196,3 +203,39 @@ def add_critical_paths(by_task: dict[int, TaskFigures], spans: dict[str, list]) 
             PathSectionFigures(name=sec.span.name, segment=sec.span.segment or "other",
                                start_s=(sec.start_ns - start) / NS, end_s=(sec.end_ns - start) / NS)
             for sec in critical_path(tree, root)]
+
+
+_KINDS = {"PRODUCER": "PRODUCER", "CONSUMER": "CONSUMER", "SERVER": "SERVER"}  # the only kinds the figures test
+_ROUND_KEYS = (sc.ROUND_DRAFTED, sc.ROUND_ACCEPTED, sc.ROUND_DRAFT_S, sc.ROUND_VERIFY_S, sc.ROUND_K, sc.ROUND_TREE_DEPTH)
+
+
+def per_span_figures(spans: dict[str, list]) -> tuple[dict[int, TaskAnalysis], list[str]]:
+    """The figures of the tasks whose spans came back (rows.task_spans), by the per-span code
+    itself (normalise, SpanTree, figures.task_figures), one task at a time; and the problems that
+    code words about them (the caller hands an input with any to the per-span path: their lines
+    name each span's source line, which the table does not keep)."""
+    from agenttrace.report.figures import task_figures
+    from agenttrace.report.span_tree import SpanTree
+    from agenttrace.traces import normalise
+    from agenttrace.traces.span_records import EventRecord
+
+    members: defaultdict[int, list[SpanRecord]] = defaultdict(list)
+    roots: dict[int, tuple[str, str]] = {}
+    for task, i, trace, span, parent, name, kind, status, start, end, attrs, rounds, label, run in zip(
+            spans["task"], spans["i"], spans["trace_id"], spans["span_id"], spans["parent_id"], spans["name"],
+            spans["kind"], spans["status"], spans["start_ns"], spans["end_ns"], spans["attrs"], spans["rounds"],
+            spans["run_label"], spans["run_id"], strict=True):
+        events = [EventRecord(sc.EVENT_SPECULATE_ROUND, 0, dict(zip(_ROUND_KEYS, r.values(), strict=True)))
+                  for r in rounds]
+        resource = {k: v for k, v in ((sc.RUN_LABEL, label), (sc.RUN_ID, run)) if v}  # what the figures read of it
+        members[task].append(SpanRecord(trace, span, parent or None, name, _KINDS.get(kind, "INTERNAL"), start, end,
+                                        {k: typed(v) for k, v in attrs}, events, status, resource=resource))
+        if i == task:
+            roots[task] = (trace, span)
+    out, problems = {}, []
+    for task, records in members.items():
+        normalised = normalise(records)
+        tree = SpanTree(normalised.spans)
+        problems += normalised.problems + tree.problems
+        out[task] = task_figures(tree, tree.by_id[roots[task]])
+    return out, problems

@@ -1,8 +1,12 @@
-"""What the columnar queries do not cover yet, asked of the tables before any figure is read. An
-input with any of these is reported by the per-span path (`report/build.py`), whole, so a report
-never mixes two definitions; `agenttrace report --engine columnar` says which reason applied.
+"""What the columnar queries do not state, asked of the tables before any figure is read.
 
-Each entry: (reason, SQL giving a count; non-zero means the input needs the per-span path).
+`checks`, `tree_checks`: an input with any of these is reported by the per-span path
+(`report/build.py`), whole;
+`agenttrace report --engine columnar` says which reason applied. Each entry: (reason, SQL giving
+a count; non-zero means the input needs the per-span path).
+
+`per_span_tasks`: the tasks whose figures the per-span code makes, one task at a time, from the
+task's spans read back out of the table (engine.py); every other task's come from the queries.
 """
 
 from __future__ import annotations
@@ -12,30 +16,48 @@ from agenttrace import semconv as sc
 _FOREIGN_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "pydantic_ai.", "gcp.vertex.agent.")
 
 
-def checks(p: str = "x_") -> list[tuple[str, str]]:
+def checks() -> list[tuple[str, str]]:
+    """What sends a whole input to the per-span path, asked of the span table before the tree is
+    built (spans sharing an id would multiply the parent join)."""
     foreign = " OR ".join(f"startsWith(k, '{x}')" for x in _FOREIGN_PREFIXES)
-    step, att, gen, agent = sc.Segment.STEP.value, sc.Segment.ATTEMPT.value, sc.Segment.GENERATION.value, sc.Segment.AGENT.value
     return [
+        ("values the per-span reader words problems about (a type, a time, an id, a nesting)",
+         "SELECT count() FROM spans WHERE odd"),
         ("spans share a trace and span id", "SELECT count() - uniqExact(h) FROM spans"),
         ("spans of another instrumentation (no agenttrace.segment)",
          f"SELECT count() FROM spans WHERE segment = '' AND arrayExists(k -> {foreign}, mapKeys(attrs))"),
         # the per-span path lists such spans per input (inputs[].left_out); the queries do not yet
         ("spans with no agenttrace.segment", "SELECT count() FROM spans WHERE segment = ''"),
-        ("sub-agents or compactions (stage times)",
-         f"SELECT count() FROM spans WHERE segment IN ('{sc.Segment.DELEGATION}', '{sc.Segment.COMPACTION}')"),
-        # the rows carry a generation's round events; rounds as draft / verify child spans are not read yet
-        ("speculation rounds as draft and verify spans (no round events)",
-         (f"SELECT count() FROM {p}s AS k JOIN spans AS g ON g.i = k.pi WHERE k.segment IN "
-          f"('{sc.Segment.DRAFT}', '{sc.Segment.VERIFY}') AND g.segment = '{gen}' AND empty(g.rounds)")),
+    ]
+
+
+def tree_checks(p: str = "x_") -> list[tuple[str, str]]:
+    """What sends a whole input to the per-span path, asked of the tree's tables (tree.py)."""
+    step = sc.Segment.STEP.value
+    return [
         ("step spans without their agent span (partial tasks)",
          f"SELECT count() FROM {p}s WHERE segment = '{step}' AND i NOT IN (SELECT i FROM {p}t)"),
+        # the per-span path words a problem line for each, naming the span and its source line
         ("spans outside their parent's interval", f"SELECT count() FROM {p}t WHERE dropped"),
         ("steps outside their agent span",
          (f"SELECT count() FROM {p}t AS t JOIN spans AS a ON a.i = t.task JOIN spans AS s ON s.i = t.i "
           "WHERE t.step = t.i AND (s.start_ns < a.start_ns OR s.end_ns > a.end_ns)")),
-        ("an agent span inside another's", f"SELECT count() FROM {p}t WHERE segment = '{agent}' AND i != task"),
-        ("a generation inside a generation (a model server's span)",
-         f"SELECT count() FROM {p}t WHERE segment = '{gen}' AND in_gen"),
-        ("attempts that are not children of their step",
-         f"SELECT count() FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i"),
     ]
+
+
+def per_span_tasks(p: str = "x_") -> str:
+    """SQL: the tasks whose figures the per-span code makes (task_figures on the task's spans, read
+    back from the table): those with what the queries do not state. Each is rare in a trace and
+    costs Python per span of that task only."""
+    att, gen, agent = sc.Segment.ATTEMPT.value, sc.Segment.GENERATION.value, sc.Segment.AGENT.value
+    rules = [
+        # sub-agents' runs and compactions: their stage times and what compaction costs the cache
+        f"SELECT task FROM {p}t WHERE segment IN ('{sc.Segment.DELEGATION}', '{sc.Segment.COMPACTION}')",
+        f"SELECT task FROM {p}t WHERE segment = '{agent}' AND i != task",  # an agent inside another's
+        f"SELECT task FROM {p}t WHERE segment = '{gen}' AND in_gen",  # a model server's span in the call's
+        f"SELECT task FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i",
+        # speculation rounds told as draft and verify child spans (the rows carry round events)
+        (f"SELECT t.task FROM {p}t AS t JOIN spans AS g ON g.i = t.pi WHERE t.segment IN "
+         f"('{sc.Segment.DRAFT}', '{sc.Segment.VERIFY}') AND g.segment = '{gen}' AND empty(g.rounds)"),
+    ]
+    return "SELECT DISTINCT task FROM (" + " UNION ALL ".join(rules) + ")"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agenttrace.columnar import coverage, load, rows, tree
-from agenttrace.columnar.assemble import add_critical_paths, analyses, pivot
+from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot
 from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import SUMMARY_NOTE
 from agenttrace.report.inputs import ConventionFigures, InputFigures
@@ -32,6 +32,7 @@ class Outcome:
     report: Report | None
     reason: str | None = None  # why the per-span path is needed
     bytes_back: int = 0  # bytes of the rows that came back to Python
+    per_span_tasks: int = 0  # tasks whose figures the per-span code made (coverage.per_span_tasks)
 
 
 def _sql_string(text: str) -> str:
@@ -106,9 +107,12 @@ class Engine:
 
     def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
                 sample: int | None = None) -> Outcome:
+        for reason, sql in coverage.checks():
+            if self.scalar(sql):
+                return Outcome(None, reason)
         for sql in tree.statements():
             self.q(sql)
-        for reason, sql in coverage.checks():
+        for reason, sql in coverage.tree_checks():
             if self.scalar(sql):
                 return Outcome(None, reason)
         tasks, b1 = self.table(rows.task_rows())
@@ -116,9 +120,13 @@ class Engine:
         attempts, b3 = self.table(rows.attempt_rows())
         gens, b4 = self.table(rows.generation_rows())
         segs, b5 = self.table(rows.segment_rows())
-        made = analyses(tasks, steps, attempts, gens, pivot(segs))
+        special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
+        given, worded = per_span_figures(special)
+        if worded:
+            return Outcome(None, f"tasks the per-span code words problems about ({worded[0]})")
+        made = analyses(tasks, steps, attempts, gens, pivot(segs), given)
         path, b6 = self.table(rows.path_spans())
-        add_critical_paths({t: a.figures for t, a in zip(tasks["task"], made, strict=True)}, path)
+        add_critical_paths({t: a.figures for t, a in zip(tasks["task"], made, strict=True) if t not in given}, path)
         fold = ReportFold(sample, keep_tasks=sample is None)
         for a in made:
             fold.add(a)
@@ -126,7 +134,7 @@ class Engine:
             problems = [*problems, SUMMARY_NOTE.format(tasks=fold.run.whole + fold.run.partial, n=sample)]
         report = fold.report(sources, problems)
         report.inputs = inputs
-        return Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6)
+        return Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6 + b7, per_span_tasks=len(given))
 
 
 def report_files(paths: Sequence[str | Path], *, threads: int | None = None, sample: int | None = None) -> Outcome:

@@ -21,11 +21,12 @@ when it is one.
 from __future__ import annotations
 
 from agenttrace import semconv as sc
+from agenttrace.traces.span_records import ATTRIBUTE_TYPES, MAX_SECONDS, ROUND_TYPES
 
 _ANY = ("Tuple(stringValue Nullable(String), intValue Nullable(String), doubleValue Nullable(Float64), "
-        "boolValue Nullable(Bool), arrayValue Nullable(String))")
+        "boolValue Nullable(Bool), arrayValue Nullable(String), kvlistValue Nullable(String))")
 _KV = f"Array(Tuple(key String, value {_ANY}))"
-_EVENT = f"Tuple(name String, attributes {_KV})"
+_EVENT = f"Tuple(name String, timeUnixNano Nullable(String), attributes {_KV})"
 _SPAN = (f"Tuple(traceId String, spanId String, parentSpanId String, name String, kind String, "
          f"startTimeUnixNano String, endTimeUnixNano String, attributes {_KV}, events Array({_EVENT}), "
          "status Tuple(code Nullable(String)))")
@@ -84,11 +85,58 @@ TABLE = """CREATE TEMPORARY TABLE spans (
   i UInt64, h UInt64, ph UInt64, trace_id String, span_id String, name String, kind LowCardinality(String),
   status LowCardinality(String), start_ns Int64, end_ns Int64, run_label String, run_id String,
   segment LowCardinality(String), attrs Map(String, String),
-  rounds Array(Tuple(Int64, Int64, Float64, Float64, Int64, Int64))
+  rounds Array(Tuple(Int64, Int64, Float64, Float64, Int64, Int64)), odd Bool
 ) ENGINE = Memory"""
 
 
+def _keys(types: dict[str, str], kind: str) -> str:
+    return ", ".join(f"'{k}'" for k, t in types.items() if t == kind) or "''"
+
+
+def _file_value_odd(types: dict[str, str]) -> str:
+    """SQL over one OTLP attribute `a`: true where the per-span reader would word a problem about
+    it (span_records.checked: a known key's value of the wrong type or out of range; otlp_json: a
+    value nested deeper than it keeps, an integer past int64) or may read it otherwise than
+    the typed text says (a kvlist, text that is not UTF-8). Errs on the side of true."""
+    v = "a.value"
+    number = f"(ifNull(abs(toFloat64OrNull({v}.intValue)), abs({v}.doubleValue)) <= {MAX_SECONDS})"
+    return (f"({v}.kvlistValue IS NOT NULL "
+            f"OR ({v}.arrayValue IS NOT NULL AND match({v}.arrayValue, 'arrayValue|kvlistValue|bytesValue')) "
+            f"OR ({v}.intValue IS NOT NULL AND toInt64OrNull({v}.intValue) IS NULL) "
+            f"OR ({v}.stringValue IS NOT NULL AND NOT isValidUTF8({v}.stringValue)) "
+            f"OR (a.key IN ({_keys(types, 'a string')}) AND {v}.stringValue IS NULL) "
+            f"OR (a.key IN ({_keys(types, 'an integer')}) AND {v}.intValue IS NULL) "
+            f"OR (a.key IN ({_keys(types, 'a number')}) AND NOT ifNull({number}, false)) "
+            f"OR (a.key IN ({_keys(types, 'a boolean')}) AND {v}.boolValue IS NULL) "
+            f"OR (a.key IN ({_keys(types, 'a list')}) AND ({v}.arrayValue IS NULL "
+            f"OR match({v}.arrayValue, 'stringValue|boolValue|Infinity|NaN|e[0-9+]'))))")
+
+
+_TIME = "(NOT match({t}, '^[0-9]{{1,19}}$') OR toInt64OrNull({t}) IS NULL)"
+_ID = "match({x}, '^[0-9a-fA-F]{{{n}}}$')"
+
+
 _FILE_STATUS = _STATUS.format(c="ifNull(sp.status.code, '0')")
+
+
+def _file_odd() -> str:
+    """SQL over one span `sp` of a file (and its resource `rs`): true where the per-span reader
+    would word a problem about it or read it otherwise (span_records.checked, otlp_json): a time
+    that is not nanoseconds, an end before the start, ids that are not hex, a span its own
+    parent, a name that may not be text, an odd attribute, resource attribute or event."""
+    ev_odd = (f"e.timeUnixNano IS NULL OR {_TIME.format(t='e.timeUnixNano')} OR (e.name = '{sc.EVENT_SPECULATE_ROUND}' "
+              f"AND arrayExists(a -> {_file_value_odd(ROUND_TYPES)}, e.attributes))")
+    return " OR ".join([
+        _TIME.format(t="sp.startTimeUnixNano"), _TIME.format(t="sp.endTimeUnixNano"),
+        "toInt64OrZero(sp.endTimeUnixNano) < toInt64OrZero(sp.startTimeUnixNano)",
+        f"NOT {_ID.format(x='sp.traceId', n=32)}", f"NOT {_ID.format(x='sp.spanId', n=16)}",
+        f"NOT (sp.parentSpanId = '' OR {_ID.format(x='sp.parentSpanId', n=16)})",
+        "lower(sp.parentSpanId) = lower(sp.spanId)",
+        "sp.name = '' OR match(sp.name, '^[-+0-9.eE]+$') OR NOT isValidUTF8(sp.name)",
+        f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, sp.attributes)",
+        f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, rs.resource.attributes)",
+        f"arrayExists(e -> {ev_odd}, sp.events)",
+    ])
 
 
 def file_insert(path_sql: str, first: int) -> str:
@@ -105,7 +153,8 @@ def file_insert(path_sql: str, first: int) -> str:
   ifNull({_resource('rs.resource.attributes', sc.RUN_ID)}, '') AS run_id,
   ifNull(arrayFirst(a -> a.key = '{sc.SEGMENT}', sp.attributes).value.stringValue, '') AS segment,
   {_typed('sp.attributes')} AS attrs,
-  {_rounds(f'arrayMap(e -> e.name, {ev})', f"arrayMap(e -> {_typed('e.attributes')}, {ev})")} AS rounds
+  {_rounds(f'arrayMap(e -> e.name, {ev})', f"arrayMap(e -> {_typed('e.attributes')}, {ev})")} AS rounds,
+  {_file_odd()} AS odd
 FROM file({path_sql}, 'JSONEachRow', '{FILE_SCHEMA}')
 ARRAY JOIN resourceSpans AS rs
 ARRAY JOIN rs.scopeSpans AS ss
@@ -142,6 +191,37 @@ def _store_rounds() -> str:
             f"arrayFilter(x -> Events.Name[x] = '{sc.EVENT_SPECULATE_ROUND}', arrayEnumerate(Events.Name)))")
 
 
+def _store_value_odd(types: dict[str, str]) -> str:
+    """SQL over one exporter attribute (k, v): true where the per-span reader would word a problem
+    about it (clickhouse_read.typed_value, then span_records.checked: a known key whose text is
+    not of its type, or out of range). Errs on the side of true."""
+    integer = "(match(v, '^-?(0|[1-9][0-9]*)$') AND toInt64OrNull(v) IS NOT NULL)"
+    number = f"(match(v, '^-?([0-9]+(\\\\.[0-9]+)?([eE][-+]?[0-9]+)?|\\\\.[0-9]+)$') AND abs(toFloat64OrZero(v)) <= {MAX_SECONDS})"
+    return (f"((k IN ({_keys(types, 'an integer')}) AND NOT {integer}) "
+            f"OR (k IN ({_keys(types, 'a number')}) AND NOT {number}) "
+            f"OR (k IN ({_keys(types, 'a boolean')}) AND v NOT IN ('true', 'false')) "
+            f"OR (k IN ({_keys(types, 'a list')}) AND NOT match(v, '^\\\\[[-0-9.,eE ]*\\\\]$')) "
+            "OR NOT isValidUTF8(v))")
+
+
+def _store_odd() -> str:
+    """SQL over one row `o` of the exporter's table: true where the per-span reader would word a
+    problem about it or read it otherwise (ids that are not hex, a span its own parent, a name
+    that may not be text, an odd attribute or round event)."""
+    m = "Events.Attributes[x]"
+    rounds = (f"arrayExists(x -> Events.Name[x] = '{sc.EVENT_SPECULATE_ROUND}' AND arrayExists((k, v) -> "
+              f"{_store_value_odd(ROUND_TYPES)}, mapKeys({m}), mapValues({m})), arrayEnumerate(Events.Name))")
+    return " OR ".join([
+        f"NOT {_ID.format(x='o.TraceId', n=32)}", f"NOT {_ID.format(x='o.SpanId', n=16)}",
+        f"NOT (o.ParentSpanId = '' OR {_ID.format(x='o.ParentSpanId', n=16)})",
+        "lower(o.ParentSpanId) = lower(o.SpanId)",
+        "o.SpanName = '' OR match(o.SpanName, '^[-+0-9.eE]+$') OR NOT isValidUTF8(o.SpanName)",
+        *(f"arrayExists((k, v) -> {_store_value_odd(ATTRIBUTE_TYPES)}, mapKeys({m}), mapValues({m}))"
+          for m in ("o.SpanAttributes", "o.ResourceAttributes")),
+        rounds,
+    ])
+
+
 def store_insert(table: str, where: str) -> str:
     """Spans of the exporter's `table` into `spans`: the whole traces with a span `where` says
     (its filters: time window, service), as the per-span reader takes them (clickhouse_read):
@@ -157,6 +237,6 @@ def store_insert(table: str, where: str) -> str:
   toUnixTimestamp64Nano(o.Timestamp) AS start_ns, start_ns + toInt64(o.Duration) AS end_ns,
   o.ResourceAttributes['{sc.RUN_LABEL}'] AS run_label, o.ResourceAttributes['{sc.RUN_ID}'] AS run_id,
   o.SpanAttributes['{sc.SEGMENT}'] AS segment,
-  {_store_typed(attribute_filter('o.SpanAttributes'))} AS attrs, {_store_rounds()} AS rounds
+  {_store_typed(attribute_filter('o.SpanAttributes'))} AS attrs, {_store_rounds()} AS rounds, {_store_odd()} AS odd
 FROM {table} AS o
 JOIN (SELECT TraceId, min(Timestamp) AS t0 FROM {table}{where} GROUP BY TraceId) AS p ON p.TraceId = o.TraceId"""

@@ -131,3 +131,15 @@ def path_spans(p: str = "x_") -> str:
 FROM {p}t AS t JOIN spans AS s ON s.i = t.i
 WHERE t.task IN (SELECT DISTINCT task FROM {p}c WHERE off_d > 0 AND (seg_ns + draft_ns + verify_ns + constrain_ns) != 0)
 ORDER BY t.task, t.i"""
+
+
+def task_spans(tasks_sql: str, p: str = "x_") -> str:
+    """Every span of the tasks `tasks_sql` picks, as the per-span code reads them: real ids (the
+    parent's through `pi`), attributes and rounds, in input order."""
+    return f"""SELECT t.task AS task, t.i AS i, s.trace_id AS trace_id, s.span_id AS span_id,
+       par.span_id AS parent_id, s.name AS name, s.kind AS kind, s.status AS status, s.start_ns AS start_ns,
+       s.end_ns AS end_ns, s.attrs AS attrs, s.rounds AS rounds, s.run_label AS run_label, s.run_id AS run_id
+FROM {p}t AS t JOIN spans AS s ON s.i = t.i LEFT JOIN spans AS par ON par.i = t.pi
+WHERE t.task IN ({tasks_sql})
+ORDER BY t.task, t.i
+SETTINGS join_use_nulls = 1"""

@@ -82,7 +82,7 @@ def test_a_malformed_line_goes_to_the_per_span_path_with_its_problem(tmp_path, c
 
 
 def test_a_step_overflowing_its_agent_span_goes_to_the_per_span_path(tmp_path, capsys):
-    # the per-span path gives such a step its own breakdown; the queries do not (coverage.py)
+    # the per-span path words a problem naming the span's source line, which the table does not keep
     doc = json.loads((SAMPLES / "demo-baseline.jsonl").read_text().splitlines()[0])
     spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
 
@@ -194,3 +194,17 @@ def test_roofline_and_acceptance_by_position_come_through_files_and_stores(tmp_p
     capsys.readouterr()
     ours, err = _cli(capsys, "--clickhouse", url, "--engine", "columnar")
     assert err == "" and ours == _cli(capsys, "--clickhouse", url)[0]
+
+
+def test_tasks_with_sub_agents_and_compactions_get_the_per_span_codes_figures(tmp_path, capsys):
+    # `agenttrace demo --suite long_horizon --tasks 3`: a delegation and a compaction; their tasks'
+    # figures come from the per-span code on the spans read back from the table, the other task's
+    # (and the samples') from the queries, in one report
+    trace = ROOT / "traces" / "long_horizon" / "demo-long_horizon.jsonl"
+    outcome = report_files([trace, SAMPLES], threads=1)
+    assert outcome.reason is None and outcome.per_span_tasks == 2
+    ref = report_streamed([str(trace), str(SAMPLES)])
+    assert any(t.sub_agents for t in ref.tasks) and any(t.compactions for t in ref.tasks)
+    assert _json(outcome.report) == _json(ref)
+    ours, err = _cli(capsys, str(trace), "--engine", "columnar")
+    assert err == "" and ours == _cli(capsys, str(trace))[0]
