@@ -62,9 +62,11 @@ class Engine:
     def table(self, sql: str) -> tuple[dict[str, list], int]:
         try:
             t = self.store.arrow(sql)
+            return t.to_pydict(), t.nbytes
         except ClickHouseError as exc:
             raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
-        return t.to_pydict(), t.nbytes
+        except UnicodeDecodeError as exc:  # text the engine kept as bytes that are not UTF-8
+            raise ColumnarError(f"text that is not UTF-8 ({exc.reason})") from exc
 
     def scalar(self, sql: str) -> int:
         values = next(iter(self.table(sql)[0].values()))
@@ -84,9 +86,16 @@ class Engine:
         self.q(load.TABLE)
         out, first = [], 0
         for f in files:
-            self.q(load.file_insert(_sql_string(str(f)), first))
-            out.append(self._counts(first, str(f)))
-            first += out[-1].spans
+            path = _sql_string(str(f))
+            odd = self.scalar(load.line_check(path))
+            if odd:
+                raise ColumnarError(f"{f}: {odd} line(s) the per-span reader reads otherwise (not OTLP/JSON requests, "
+                                    "or values that are not of their JSON type)")
+            self.q(load.file_insert(path, first))
+            seen = self._counts(first, str(f))
+            if seen.spans:  # the per-span path lists an input only when it gave spans
+                out.append(seen)
+            first += seen.spans
         return out
 
     def load_store(self, query) -> list[InputFigures]:

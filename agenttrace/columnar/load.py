@@ -100,7 +100,7 @@ def _file_value_odd(types: dict[str, str]) -> str:
     the typed text says (a kvlist, text that is not UTF-8). Errs on the side of true."""
     v = "a.value"
     number = f"(ifNull(abs(toFloat64OrNull({v}.intValue)), abs({v}.doubleValue)) <= {MAX_SECONDS})"
-    return (f"({v}.kvlistValue IS NOT NULL "
+    return (f"({v}.kvlistValue IS NOT NULL OR NOT isValidUTF8(a.key) "
             f"OR ({v}.arrayValue IS NOT NULL AND match({v}.arrayValue, 'arrayValue|kvlistValue|bytesValue')) "
             f"OR ({v}.intValue IS NOT NULL AND toInt64OrNull({v}.intValue) IS NULL) "
             f"OR ({v}.stringValue IS NOT NULL AND NOT isValidUTF8({v}.stringValue)) "
@@ -137,6 +137,22 @@ def _file_odd() -> str:
         f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, rs.resource.attributes)",
         f"arrayExists(e -> {ev_odd}, sp.events)",
     ])
+
+
+def line_check(path_sql: str) -> str:
+    """SQL: the lines of a file the span table would read otherwise than the per-span reader (which
+    skips them or words a problem): not an OTLP/JSON request (Jaeger's JSON, an empty object), a
+    raw control character (invalid JSON the engine's parser lets through), nesting, a key, name,
+    id or string value that is not a JSON string (the engine reads numbers and objects as their
+    text). Errs on the side of counting a line."""
+    return (f"SELECT count() FROM file({path_sql}, 'LineAsString') WHERE trimBoth(line) != '' AND ("
+            "position(line, '\"resourceSpans\"') = 0 OR match(line, '[\\x00-\\x1f]') "
+            # nesting: a kvlist or an array in an array (the file schema reads neither), or a run of
+            # brackets deep enough to approach what the per-span reader's JSON parser refuses
+            "OR position(line, 'kvlistValue') > 0 "
+            "OR match(line, '\"arrayValue\"\\s*:\\s*\\{\\s*\"values\"\\s*:\\s*\\[\\s*\\{\\s*\"arrayValue') "
+            "OR match(line, '(\\[\\s*){32}|(\\{\\s*\"[^\"]*\"\\s*:\\s*){32}') "
+            "OR match(line, '\"(stringValue|key|name|traceId|spanId|parentSpanId)\":\\s*[^\"\\s]'))")
 
 
 def file_insert(path_sql: str, first: int) -> str:
