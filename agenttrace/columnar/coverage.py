@@ -39,9 +39,6 @@ def tree_checks(p: str = "x_") -> list[tuple[str, str]]:
          f"SELECT count() FROM {p}s WHERE segment = '{step}' AND i NOT IN (SELECT i FROM {p}t)"),
         # the per-span path words a problem line for each, naming the span and its source line
         ("spans outside their parent's interval", f"SELECT count() FROM {p}t WHERE dropped"),
-        ("spans running outside their parent",
-         (f"SELECT count() FROM {p}s AS c JOIN {p}s AS par ON par.i = c.pi WHERE NOT "
-          "(par.kind = 'PRODUCER' AND c.kind = 'CONSUMER') AND (c.start_ns < par.start_ns OR c.end_ns > par.end_ns)")),
         ("spans naming a parent that is not in the input",
          f"SELECT count() FROM {p}s AS x JOIN spans AS s ON s.i = x.i WHERE x.pi IS NULL AND s.ph != cityHash64(s.trace_id, '')"),
         ("spans that are each other's ancestors (a parent cycle)",
@@ -50,6 +47,9 @@ def tree_checks(p: str = "x_") -> list[tuple[str, str]]:
         ("steps outside their agent span",
          (f"SELECT count() FROM {p}t AS t JOIN spans AS a ON a.i = t.task JOIN spans AS s ON s.i = t.i "
           "WHERE t.step = t.i AND (s.start_ns < a.start_ns OR s.end_ns > a.end_ns)")),
+        ("spans running outside their parent",
+         (f"SELECT count() FROM {p}s AS c JOIN {p}s AS par ON par.i = c.pi WHERE NOT "
+          "(par.kind = 'PRODUCER' AND c.kind = 'CONSUMER') AND (c.start_ns < par.start_ns OR c.end_ns > par.end_ns)")),
     ]
 
 

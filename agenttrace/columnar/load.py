@@ -93,23 +93,22 @@ def _keys(types: dict[str, str], kind: str) -> str:
     return ", ".join(f"'{k}'" for k, t in types.items() if t == kind) or "''"
 
 
+_KIND_CODES = {"a string": 1, "an integer": 2, "a number": 3, "a boolean": 4, "a list": 5}
+
+
 def _file_value_odd(types: dict[str, str]) -> str:
-    """SQL over one OTLP attribute `a`: true where the per-span reader would word a problem about
-    it (span_records.checked: a known key's value of the wrong type or out of range; otlp_json: a
-    value nested deeper than it keeps, an integer past int64) or may read it otherwise than
-    the typed text says (a kvlist, text that is not UTF-8). Errs on the side of true."""
+    """SQL over one OTLP attribute `a`: true where span_records.checked would word a problem about
+    it: a known key's value of the wrong type, or out of range. (What the reader itself would
+    read otherwise, nesting and text, line_check finds in the raw line.) Errs on the side of true."""
     v = "a.value"
-    number = f"(ifNull(abs(toFloat64OrNull({v}.intValue)), abs({v}.doubleValue)) <= {MAX_SECONDS})"
-    return (f"({v}.kvlistValue IS NOT NULL OR NOT isValidUTF8(a.key) "
-            f"OR ({v}.arrayValue IS NOT NULL AND match({v}.arrayValue, 'arrayValue|kvlistValue|bytesValue')) "
-            f"OR ({v}.intValue IS NOT NULL AND toInt64OrNull({v}.intValue) IS NULL) "
-            f"OR ({v}.stringValue IS NOT NULL AND NOT isValidUTF8({v}.stringValue)) "
-            f"OR (a.key IN ({_keys(types, 'a string')}) AND {v}.stringValue IS NULL) "
-            f"OR (a.key IN ({_keys(types, 'an integer')}) AND {v}.intValue IS NULL) "
-            f"OR (a.key IN ({_keys(types, 'a number')}) AND NOT ifNull({number}, false)) "
-            f"OR (a.key IN ({_keys(types, 'a boolean')}) AND {v}.boolValue IS NULL) "
-            f"OR (a.key IN ({_keys(types, 'a list')}) AND ({v}.arrayValue IS NULL "
-            f"OR match({v}.arrayValue, 'stringValue|boolValue|Infinity|NaN|e[0-9+]'))))")
+    keys = ", ".join(f"'{k}'" for k in types)
+    codes = ", ".join(str(_KIND_CODES[t]) for t in types.values())
+    kind = f"transform(a.key, [{keys}], [{codes}], 0)"
+    number = f"ifNull(abs(toFloat64OrNull({v}.intValue)), abs({v}.doubleValue)) <= {MAX_SECONDS}"
+    return (f"multiIf({kind} AS kind = 0, false, kind = 1, {v}.stringValue IS NULL, "
+            f"kind = 2, {v}.intValue IS NULL OR toInt64OrNull({v}.intValue) IS NULL, kind = 3, NOT ifNull({number}, false), "
+            f"kind = 4, {v}.boolValue IS NULL, "
+            f"{v}.arrayValue IS NULL OR match({v}.arrayValue, 'stringValue|boolValue|Infinity|NaN|e[0-9+]'))")
 
 
 _TIME = "(NOT match({t}, '^[0-9]{{1,19}}$') OR toInt64OrNull({t}) IS NULL)"
@@ -139,20 +138,26 @@ def _file_odd() -> str:
     ])
 
 
+# line_check's regular expressions, as SQL string literals (each backslash doubled for the literal)
+_LINE_ODD = (
+    r"[\\x00-\\x1f]", "kvlistValue", r"\\\\u[dD][89a-fA-F]", r'"intValue":\\s*"?-?[0-9]{19}',
+    r'"arrayValue"\\s*:\\s*\\{\\s*"values"\\s*:\\s*\\[\\s*\\{\\s*"arrayValue',
+    r"\\[\\s*\\[\\s*\\[\\s*\\[", r'(\\{\\s*"[^"]*"\\s*:\\s*){6}',
+    r'"(stringValue|key|name|traceId|spanId|parentSpanId)":\\s*[^"\\s]',
+)
+
+
 def line_check(path_sql: str) -> str:
     """SQL: the lines of a file the span table would read otherwise than the per-span reader (which
-    skips them or words a problem): not an OTLP/JSON request (Jaeger's JSON, an empty object), a
-    raw control character (invalid JSON the engine's parser lets through), nesting, a key, name,
-    id or string value that is not a JSON string (the engine reads numbers and objects as their
-    text). Errs on the side of counting a line."""
+    skips them or words a problem), in one pass over the raw text: not an OTLP/JSON request
+    (Jaeger's JSON, an empty object), text that is not UTF-8 or a lone surrogate's escape, a raw
+    control character (invalid JSON the engine's parser lets through), nesting (a kvlist, an
+    array in an array, runs of brackets), an integer value of 19 digits or more (near int64's end), a key,
+    name, id or string value that is not a JSON string (the engine reads numbers and objects as
+    their text). Errs on the side of counting a line."""
+    odd = "|".join(_LINE_ODD)
     return (f"SELECT count() FROM file({path_sql}, 'LineAsString') WHERE trimBoth(line) != '' AND ("
-            "position(line, '\"resourceSpans\"') = 0 OR match(line, '[\\x00-\\x1f]') "
-            # nesting: a kvlist or an array in an array (the file schema reads neither), or a run of
-            # brackets deep enough to approach what the per-span reader's JSON parser refuses
-            "OR position(line, 'kvlistValue') > 0 "
-            "OR match(line, '\"arrayValue\"\\s*:\\s*\\{\\s*\"values\"\\s*:\\s*\\[\\s*\\{\\s*\"arrayValue') "
-            "OR match(line, '(\\[\\s*){32}|(\\{\\s*\"[^\"]*\"\\s*:\\s*){32}') "
-            "OR match(line, '\"(stringValue|key|name|traceId|spanId|parentSpanId)\":\\s*[^\"\\s]'))")
+            f"NOT isValidUTF8(line) OR position(line, '\"resourceSpans\"') = 0 OR match(line, '{odd}'))")
 
 
 def file_insert(path_sql: str, first: int) -> str:
