@@ -208,6 +208,11 @@ def test_tasks_with_sub_agents_and_compactions_get_the_per_span_codes_figures(tm
     assert _json(outcome.report) == _json(ref)
     ours, err = _cli(capsys, str(trace), "--engine", "columnar")
     assert err == "" and ours == _cli(capsys, str(trace))[0]
+    url = f"chdb:{tmp_path / 'ch'}"  # and inside a store
+    assert main(["export", str(trace), "--clickhouse", url]) == 0
+    capsys.readouterr()
+    ours, err = _cli(capsys, "--clickhouse", url, "--engine", "columnar")
+    assert err == "" and ours == _cli(capsys, "--clickhouse", url)[0]
 
 
 def test_the_damaged_corpus_reports_the_same_through_the_columnar_engine(tmp_path, capsys):
