@@ -102,13 +102,12 @@ class Engine:
         """The traces a ClickHouseQuery picks, from the exporter's table into `spans`, in the store.
         ClickHouseError when the table is not the exporter's (no other path can read it either)."""
         from agenttrace.traces.clickhouse import check_table
+        from agenttrace.traces.clickhouse_read import filters
 
         check_table(self.store, query.table)
         if query.limits.deadline_s:  # each statement's bound on the server (the per-span read's is the whole read's)
             self.q(f"SET max_execution_time = {max(1, math.ceil(query.limits.deadline_s))}")
         self.q(load.TABLE)
-        from agenttrace.traces.clickhouse_read import filters
-
         where, params = filters(query)
         self.q(load.store_insert(query.table, where), params)
         seen = self._counts(0, f"{self.store.name} {query.table}")  # the store's name: no password
