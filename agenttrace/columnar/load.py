@@ -147,6 +147,12 @@ _LINE_ODD = (
 )
 
 
+# A line is one export request (hundreds of spans from our exporter): the parser holds a block of
+# lines, nested, before ARRAY JOIN explodes it. The default block (65k lines: a whole file) held
+# 2.9 GB at 1M spans; 8 lines held 0.66 GB and parsed faster (7.7 s against 9.5 s, this machine).
+LINES_PER_BLOCK = 8
+
+
 def line_check(path_sql: str) -> str:
     """SQL: the lines of a file the span table would read otherwise than the per-span reader (which
     skips them or words a problem), in one pass over the raw text: not an OTLP/JSON request
@@ -157,7 +163,8 @@ def line_check(path_sql: str) -> str:
     their text). Errs on the side of counting a line."""
     odd = "|".join(_LINE_ODD)
     return (f"SELECT count() FROM file({path_sql}, 'LineAsString') WHERE trimBoth(line) != '' AND ("
-            f"NOT isValidUTF8(line) OR position(line, '\"resourceSpans\"') = 0 OR match(line, '{odd}'))")
+            f"NOT isValidUTF8(line) OR position(line, '\"resourceSpans\"') = 0 OR match(line, '{odd}')) "
+            f"SETTINGS max_block_size = {LINES_PER_BLOCK}")
 
 
 def file_insert(path_sql: str, first: int) -> str:
@@ -181,7 +188,8 @@ ARRAY JOIN resourceSpans AS rs
 ARRAY JOIN rs.scopeSpans AS ss
 ARRAY JOIN ss.spans AS sp
 SETTINGS precise_float_parsing = 1, input_format_json_read_numbers_as_strings = 1,
-         input_format_json_read_objects_as_strings = 1, input_format_parallel_parsing = 0"""
+         input_format_json_read_objects_as_strings = 1, input_format_parallel_parsing = 0,
+         max_block_size = {LINES_PER_BLOCK}"""
 
 
 def _store_typed(column: str) -> str:
