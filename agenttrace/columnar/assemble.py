@@ -177,6 +177,9 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
     return out
 
 
+_KINDS = {"PRODUCER": "PRODUCER", "CONSUMER": "CONSUMER", "SERVER": "SERVER"}  # the only kinds the figures test
+
+
 def add_critical_paths(by_task: dict[int, TaskFigures], spans: dict[str, list]) -> None:
     """The critical path's sections of the tasks whose spans came back (rows.path_spans), from
     span_tree.critical_path itself: a task's spans as records, its tree, Jaeger's walk."""
@@ -184,14 +187,13 @@ def add_critical_paths(by_task: dict[int, TaskFigures], spans: dict[str, list]) 
     from agenttrace.report.span_tree import SpanTree, critical_path
     from agenttrace.traces.span_records import SpanRecord
 
-    kinds = {"PRODUCER": "PRODUCER", "CONSUMER": "CONSUMER", "SERVER": "SERVER"}
     members: defaultdict[int, list[SpanRecord]] = defaultdict(list)
     for task, i, pi, trace, name, kind, start, end, segment in zip(
             spans["task"], spans["i"], spans["pi"], spans["trace_id"], spans["name"], spans["kind"], spans["start_ns"],
             spans["end_ns"], spans["segment"], strict=True):
         attrs = {sc.SEGMENT: segment} if segment else {}
         members[task].append(SpanRecord(trace, str(i), str(pi) if pi is not None else None, name,
-                                        kinds.get(kind, "INTERNAL"), start, end, attrs))
+                                        _KINDS.get(kind, "INTERNAL"), start, end, attrs))
     for task, records in members.items():
         figures = by_task.get(task)
         if figures is None:  # made by the per-span code, critical path and all
@@ -205,7 +207,6 @@ def add_critical_paths(by_task: dict[int, TaskFigures], spans: dict[str, list]) 
             for sec in critical_path(tree, root)]
 
 
-_KINDS = {"PRODUCER": "PRODUCER", "CONSUMER": "CONSUMER", "SERVER": "SERVER"}  # the only kinds the figures test
 _ROUND_KEYS = (sc.ROUND_DRAFTED, sc.ROUND_ACCEPTED, sc.ROUND_DRAFT_S, sc.ROUND_VERIFY_S, sc.ROUND_K, sc.ROUND_TREE_DEPTH)
 
 

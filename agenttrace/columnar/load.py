@@ -122,7 +122,8 @@ def _file_odd() -> str:
     """SQL over one span `sp` of a file (and its resource `rs`): true where the per-span reader
     would word a problem about it or read it otherwise (span_records.checked, otlp_json): a time
     that is not nanoseconds, an end before the start, ids that are not hex, a span its own
-    parent, a name that may not be text, an odd attribute, resource attribute or event."""
+    parent, an odd attribute, resource attribute or event. (A name that is not a JSON string, or
+    text that is not UTF-8, line_check finds in the raw line.)"""
     ev_odd = (f"e.timeUnixNano IS NULL OR {_TIME.format(t='e.timeUnixNano')} OR (e.name = '{sc.EVENT_SPECULATE_ROUND}' "
               f"AND arrayExists(a -> {_file_value_odd(ROUND_TYPES)}, e.attributes))")
     return " OR ".join([
@@ -131,7 +132,6 @@ def _file_odd() -> str:
         f"NOT {_ID.format(x='sp.traceId', n=32)}", f"NOT {_ID.format(x='sp.spanId', n=16)}",
         f"NOT (sp.parentSpanId = '' OR {_ID.format(x='sp.parentSpanId', n=16)})",
         "lower(sp.parentSpanId) = lower(sp.spanId)",
-        "sp.name = '' OR match(sp.name, '^[-+0-9.eE]+$') OR NOT isValidUTF8(sp.name)",
         f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, sp.attributes)",
         f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, rs.resource.attributes)",
         f"arrayExists(e -> {ev_odd}, sp.events)",
@@ -195,10 +195,8 @@ SETTINGS precise_float_parsing = 1, input_format_json_read_numbers_as_strings = 
 def _store_typed(column: str) -> str:
     """The exporter's attribute texts (pdata's AsString) as typed text, the way the per-span reader
     types them back (clickhouse_read.typed_value): by the key's known type, else by form."""
-    from agenttrace.traces.span_records import ATTRIBUTE_TYPES
-
     def keys(kind: str) -> str:
-        return ", ".join(f"'{k}'" for k, t in ATTRIBUTE_TYPES.items() if t == kind) or "''"
+        return _keys(ATTRIBUTE_TYPES, kind)
 
     numeric = f"(k IN ({keys('an integer')}, {keys('a number')}) OR k NOT IN ({keys('a string')}, {keys('a boolean')}, " \
               f"{keys('a list')}))"

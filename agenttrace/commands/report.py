@@ -50,7 +50,6 @@ def _report(args: argparse.Namespace):
     """The report of what the options name, or the line saying why there is nothing to report.
     Files stream as whole traces (fast, bounded memory) unless the HTML page wants waterfalls or
     Jaeger's traces join them; Jaeger alone, ClickHouse and Phoenix are read page by page."""
-    from agenttrace.columnar.engine import report_files, report_store
     from agenttrace.commands.input_options import clickhouse_query, jaeger_query, phoenix_query
     from agenttrace.errors import ClickHouseError, InputError
     from agenttrace.report.build import report_clickhouse, report_from_load, report_jaeger, report_streamed
@@ -71,7 +70,11 @@ def _report(args: argparse.Namespace):
         if args.paths or jaeger is not None:
             raise InputError("--clickhouse reads one source: leave out the files and --jaeger")
         try:
-            report = _columnar(lambda: report_store(store, sample=sample)) if args.engine == "columnar" else None
+            report = None
+            if args.engine == "columnar":
+                from agenttrace.columnar.engine import report_store
+
+                report = _columnar(lambda: report_store(store, sample=sample))
             if report is None:
                 report = report_clickhouse(store, sample=sample)
         except ClickHouseError as exc:
@@ -90,7 +93,11 @@ def _report(args: argparse.Namespace):
         missing = [p for p in args.paths if not Path(p).exists()]
         if missing:
             raise InputError(f"no such file or folder: {', '.join(missing)}")
-        report = _columnar(lambda: report_files(args.paths, sample=sample)) if args.engine == "columnar" else None
+        report = None
+        if args.engine == "columnar":
+            from agenttrace.columnar.engine import report_files
+
+            report = _columnar(lambda: report_files(args.paths, sample=sample))
         if report is None:
             report = report_streamed(args.paths, sample=sample)
         return report if _spans(report) else f"nothing to report from {', '.join(args.paths)}" + _first(report)

@@ -24,6 +24,11 @@ def _json(report) -> str:
     return report.model_dump_json()
 
 
+def _spans(doc: dict) -> list[dict]:
+    """The spans of one OTLP/JSON request, in place."""
+    return [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+
 def _cli(capsys, *args: str) -> tuple[str, str]:
     assert main(["report", *args, "--format", "json"]) == 0
     out = capsys.readouterr()
@@ -84,7 +89,7 @@ def test_a_malformed_line_goes_to_the_per_span_path_with_its_problem(tmp_path, c
 def test_a_step_overflowing_its_agent_span_goes_to_the_per_span_path(tmp_path, capsys):
     # the per-span path words a problem naming the span's source line, which the table does not keep
     doc = json.loads((SAMPLES / "demo-baseline.jsonl").read_text().splitlines()[0])
-    spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    spans = _spans(doc)
 
     def segment(s):
         return next((a["value"].get("stringValue") for a in s["attributes"] if a["key"] == "agenttrace.segment"), None)
@@ -155,28 +160,26 @@ def _with_roofline(path: Path) -> Path:
     out = []
     for line in (SAMPLES / "demo-baseline.jsonl").read_text().splitlines():
         doc = json.loads(line)
-        for rs in doc["resourceSpans"]:
-            for ss in rs["scopeSpans"]:
-                for s in ss["spans"]:
-                    if {"key": "agenttrace.segment", "value": {"stringValue": "generation"}} in s["attributes"]:
-                        s["attributes"] += [
-                            {"key": "agenttrace.roofline.phase", "value": arr("stringValue", ["prefill", "decode"])},
-                            {"key": "agenttrace.roofline.passes", "value": arr("intValue", ["1", "12"])},
-                            {"key": "agenttrace.roofline.rows", "value": arr("intValue", ["40", "1"])},
-                            {"key": "agenttrace.roofline.flops", "value": arr("doubleValue", [1.5e9, 2.25e8])},
-                            {"key": "agenttrace.roofline.bytes", "value": arr("doubleValue", [5.4e8, 6.5e9])},
-                            {"key": "agenttrace.roofline.seconds", "value": arr("doubleValue", [0.03, 0.41])},
-                            {"key": "agenttrace.roofline.peak.flop_s", "value": {"doubleValue": 1.91e11}},
-                            {"key": "agenttrace.roofline.peak.bytes_s", "value": {"doubleValue": 3.53e10}},
-                            {"key": "agenttrace.roofline.device", "value": {"stringValue": "cpu"}},
-                            # speculation told by totals and acceptance by position (no round events)
-                            {"key": "agenttrace.spec.method", "value": {"stringValue": "prompt_lookup"}},
-                            {"key": "agenttrace.spec.rounds", "value": {"intValue": "4"}},
-                            {"key": "agenttrace.spec.draft_tokens", "value": {"intValue": "8"}},
-                            {"key": "agenttrace.spec.accepted_tokens", "value": {"intValue": "5"}},
-                            {"key": "agenttrace.spec.num_speculative_tokens", "value": {"intValue": "2"}},
-                            {"key": "agenttrace.spec.acceptance_per_position", "value": arr("doubleValue", [3.0, 2.0])},
-                        ]
+        for s in _spans(doc):
+            if {"key": "agenttrace.segment", "value": {"stringValue": "generation"}} in s["attributes"]:
+                s["attributes"] += [
+                    {"key": "agenttrace.roofline.phase", "value": arr("stringValue", ["prefill", "decode"])},
+                    {"key": "agenttrace.roofline.passes", "value": arr("intValue", ["1", "12"])},
+                    {"key": "agenttrace.roofline.rows", "value": arr("intValue", ["40", "1"])},
+                    {"key": "agenttrace.roofline.flops", "value": arr("doubleValue", [1.5e9, 2.25e8])},
+                    {"key": "agenttrace.roofline.bytes", "value": arr("doubleValue", [5.4e8, 6.5e9])},
+                    {"key": "agenttrace.roofline.seconds", "value": arr("doubleValue", [0.03, 0.41])},
+                    {"key": "agenttrace.roofline.peak.flop_s", "value": {"doubleValue": 1.91e11}},
+                    {"key": "agenttrace.roofline.peak.bytes_s", "value": {"doubleValue": 3.53e10}},
+                    {"key": "agenttrace.roofline.device", "value": {"stringValue": "cpu"}},
+                    # speculation told by totals and acceptance by position (no round events)
+                    {"key": "agenttrace.spec.method", "value": {"stringValue": "prompt_lookup"}},
+                    {"key": "agenttrace.spec.rounds", "value": {"intValue": "4"}},
+                    {"key": "agenttrace.spec.draft_tokens", "value": {"intValue": "8"}},
+                    {"key": "agenttrace.spec.accepted_tokens", "value": {"intValue": "5"}},
+                    {"key": "agenttrace.spec.num_speculative_tokens", "value": {"intValue": "2"}},
+                    {"key": "agenttrace.spec.acceptance_per_position", "value": arr("doubleValue", [3.0, 2.0])},
+                ]
         out.append(json.dumps(doc))
     path.write_text("\n".join(out) + "\n")
     return path
