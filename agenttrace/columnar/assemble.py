@@ -12,10 +12,11 @@ from collections import defaultdict
 from typing import Any
 
 from agenttrace import semconv as sc
+from agenttrace.core.costmodel import RoundStats
 from agenttrace.report.figures import TaskAnalysis, not_inferred
 from agenttrace.report.model import SEGMENT_FIELDS, StepFigures, TaskFigures, lean
 from agenttrace.report.segments import Breakdown, sum_segments
-from agenttrace.report.spec import RoundRecord, acceptance_stats, aggregate, generation_figures
+from agenttrace.report.spec import AcceptanceStats, acceptance_stats, aggregate, generation_figures, totals
 from agenttrace.report.stages import stage_times
 from agenttrace.traces.span_records import SpanRecord
 
@@ -56,9 +57,31 @@ def _array(text: str) -> list:
     return value if isinstance(value, list) else []
 
 
-def _rounds(rounds: list[dict]) -> list[RoundRecord]:
-    # Arrow gives each round's tuple as a struct (a dict), in load.py's order: RoundRecord's
-    return [RoundRecord(*r.values()) for r in rounds]
+def _acceptance(gens: dict[str, list], g: int, tree: _Kids, gen: SpanRecord) -> AcceptanceStats:
+    """What generation row g tells the what-if: from its round columns (rows._round_columns) when
+    it has rounds, else from its totals (spec.acceptance_stats, no rounds)."""
+    if not gens["r_n"][g]:
+        return acceptance_stats(tree, gen, [])
+    no_draft = gens["c_no_draft"][g]
+    cost = RoundStats(
+        accepted=float(gens["c_accepted"][g]), rejections=float(gens["c_rejections"][g]),
+        drafted=float(gens["c_drafted"][g]), draft_s=gens["c_draft_s"][g], rounds=float(gens["c_rounds"][g]),
+        no_draft=float(no_draft), offered=gens["c_offered"][g], proposed=gens["c_proposed"][g],
+        judged=gens["c_judged"][g], passed=gens["c_passed"][g],
+        widths={n: [w, t] for n, w, t in zip(gens["c_widths"][g], gens["c_width_n"][g], gens["c_width_s"][g], strict=True)},
+        asked=dict(zip(gens["c_asked_k"][g], gens["c_asked_n"][g], strict=True)))
+    if no_draft:  # the plain steps, each a round that drafted nothing at the common k (spec._round_stats)
+        k = gens["c_common_k"][g]
+        cost.asked[k] = cost.asked.get(k, 0.0) + no_draft
+        if not cost.offered:
+            cost.offered.append(0.0)
+        cost.offered[0] += no_draft
+    stats = totals(gen.attributes)
+    stats.accepted, stats.rejections = gens["r_accepted"][g], gens["r_rejections"][g]
+    stats.draft_tokens = stats.draft_tokens or gens["r_drafted"][g]
+    stats.rounds = stats.rounds or gens["r_n"][g]
+    stats.cost = cost
+    return stats
 
 
 def _span(start_ns: int, end_ns: int, attributes: dict) -> SpanRecord:
@@ -130,7 +153,7 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
                 tree.kids_of = {id(gen): [_span(0, d, _PREFILL) for d in gens["prefills"][g]]}
                 figs = generation_figures(tree, gen, index, gens["attempt"][g], start)
                 generations.append(figs)
-                acceptance.append((figs.method, acceptance_stats(tree, gen, _rounds(gens["rounds"][g]))))
+                acceptance.append((figs.method, _acceptance(gens, g, tree, gen)))
             b = segs.get((1, step), _NONE)
             retry = segs.get((2, step), _NONE)
             first, first_correct = steps["first"][r], steps["first_correct"][r]

@@ -135,14 +135,17 @@ def _round_stats(rounds: list[RoundRecord], k: int, output_tokens: int) -> Round
     return stats
 
 
+def totals(a: dict) -> AcceptanceStats:
+    """What a generation's own attributes say of its speculation (its rounds then add to it)."""
+    return AcceptanceStats(draft_tokens=int(_num(a, sc.SPEC_DRAFT_TOKENS)), rounds=int(_num(a, sc.SPEC_ROUNDS)),
+                           draft_s=_num(a, sc.SPEC_DRAFT_S), verify_s=_num(a, sc.SPEC_VERIFY_S))
+
+
 def acceptance_stats(tree: SpanTree, gen: SpanRecord, rounds: list[RoundRecord] | None = None) -> AcceptanceStats:
     """What this generation tells about alpha and the draft / verify costs. `rounds`: its rounds
     when the caller has them already (the columnar engine's rows), else rounds_of(tree, gen)."""
     a = gen.attributes
-    stats = AcceptanceStats(
-        draft_tokens=int(_num(a, sc.SPEC_DRAFT_TOKENS)), rounds=int(_num(a, sc.SPEC_ROUNDS)),
-        draft_s=_num(a, sc.SPEC_DRAFT_S), verify_s=_num(a, sc.SPEC_VERIFY_S),
-    )
+    stats = totals(a)
     if rounds is None:
         rounds = rounds_of(tree, gen)
     k = int(_num(a, sc.SPEC_NUM_SPECULATIVE_TOKENS))
@@ -174,6 +177,19 @@ def server_side(tree: SpanTree, gen: SpanRecord) -> SpanRecord:
         if c.segment == sc.Segment.GENERATION and c.kind == "SERVER":
             return c
     return gen
+
+
+# Every attribute of a generation span that generation_figures and acceptance_stats read (the
+# columnar engine brings back only these): keep it in step with them.
+GENERATION_KEYS = (
+    sc.SPEC_PREFILL_S, sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.SPEC_ROUNDS, sc.SPEC_DRAFT_TOKENS,
+    sc.SPEC_ACCEPTED_TOKENS, sc.SPEC_FALLBACK, sc.SPEC_FALLBACK_REASON, sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL,
+    sc.SPEC_METHOD, sc.SPEC_NUM_SPECULATIVE_TOKENS, sc.SPEC_DRAFT_S, sc.SPEC_VERIFY_S, sc.SPEC_POLICY,
+    sc.SPEC_ACCEPTANCE_PER_POSITION, sc.CONSTRAIN_ENGINE, sc.CONSTRAIN_MASK_S, sc.CONSTRAIN_COMPILE_S,
+    sc.CONSTRAIN_DRAFTS_CUT, sc.CONSTRAIN_FALLBACK, sc.BATCH_SIZE, sc.ROOFLINE_PHASE, sc.ROOFLINE_PASSES,
+    sc.ROOFLINE_ROWS, sc.ROOFLINE_FLOPS, sc.ROOFLINE_BYTES, sc.ROOFLINE_SECONDS, sc.ROOFLINE_PEAK_FLOP_S,
+    sc.ROOFLINE_PEAK_BYTES_S, sc.ROOFLINE_DEVICE,
+)
 
 
 def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int, task_start: int,
