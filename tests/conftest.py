@@ -49,6 +49,15 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @pytest.fixture(scope="session")
+def heads(tmp_path_factory):
+    """EAGLE and Medusa heads trained on a tiny random model (tests/tiny_heads.py, ~30 s), trained
+    once for the session: the drafting, tree, batching and training tests only read them."""
+    from tests.tiny_heads import tiny_heads
+
+    return tiny_heads(str(tmp_path_factory.mktemp("tiny-heads")))
+
+
+@pytest.fixture(scope="session")
 def bundled():
     """The bundled SmolLM2 model (converted into the cache on first use, ~30 s; then ~1 s)."""
     from agenttrace.generation.models import load_model

@@ -20,7 +20,7 @@ from agenttrace.generation.head_drafters import EagleDrafter, TreeShape
 from agenttrace.generation.loop import StopCriteria, generate
 from agenttrace.generation.prefix_cache import PrefixCache
 from agenttrace.testing import FakeClock
-from tests.tiny_heads import EOS, tiny_heads
+from tests.tiny_heads import EOS
 
 STOP = StopCriteria(frozenset({2}), 32)
 
@@ -66,8 +66,7 @@ def test_speculating_requests_with_ragged_drafts_keep_their_greedy_output(tiny_m
     assert all(seq.stats.policy == policy and seq.stats.passes > 0 for _, seq in out)
 
 
-def test_eagle_trees_and_the_prefix_cache_in_a_batch_equal_plain_decoding_alone(tmp_path_factory):
-    heads = tiny_heads(str(tmp_path_factory.mktemp("tiny-heads")))
+def test_eagle_trees_and_the_prefix_cache_in_a_batch_equal_plain_decoding_alone(heads):
     model = heads.model
     stop = StopCriteria(frozenset({EOS}), 24)
     prompts = [s.tokens[: s.prompt_len].tolist() for s in heads.train[:6]]

@@ -15,23 +15,18 @@ from agenttrace import FakeClock, GenerationParams
 from agenttrace.errors import ModelUnavailable
 from agenttrace.generation.drafters import Draft
 from agenttrace.generation.head_drafters import EagleDrafter, MedusaDrafter, bind_to
-from agenttrace.generation.head_files import fingerprint, load_head, save_head, head_for
+from agenttrace.generation.head_files import fingerprint, head_for, load_head, save_head
 from agenttrace.generation.heads import HeadConfig, init_eagle
+from agenttrace.generation.invariant import use_rowwise_attention
 from agenttrace.generation.loop import StopCriteria, generate
 from agenttrace.generation.prefix_cache import PrefixCache
 from agenttrace.generation.quantize import quantize_model
-from agenttrace.generation.invariant import use_rowwise_attention
 from agenttrace.training.fit import eagle_acceptance
 from tests.generation import test_verify as tv
 from tests.generation.test_quantize import small
-from tests.tiny_heads import EOS, tiny_heads
+from tests.tiny_heads import EOS
 
 STOP = StopCriteria(frozenset({EOS}), 24)
-
-
-@pytest.fixture(scope="module")
-def heads(tmp_path_factory):
-    return tiny_heads(str(tmp_path_factory.mktemp("tiny-heads")))
 
 
 def _prompts(heads, n=6):

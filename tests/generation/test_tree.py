@@ -21,16 +21,11 @@ from agenttrace.generation.tree import TreeDraft, tree_inputs, verify_tree_greed
 from tests.generation import test_verify as tv
 from tests.generation.test_head_drafters import _first_two, _sampling_head
 from tests.generation.test_quantize import small
-from tests.tiny_heads import EOS, tiny_heads
+from tests.tiny_heads import EOS
 
 STOP = StopCriteria(frozenset({EOS}), 24)
 # root -> 5 (-> 7, 8), 6 (-> 9); 7 -> 4
 TREE = TreeDraft(tokens=[5, 6, 7, 8, 9, 4], parents=[-1, -1, 0, 0, 1, 2], depths=[1, 1, 2, 2, 2, 3])
-
-
-@pytest.fixture(scope="module")
-def heads(tmp_path_factory):
-    return tiny_heads(str(tmp_path_factory.mktemp("tiny-heads")))
 
 
 def test_the_verify_pass_sees_context_ancestors_and_itself_at_depth_positions():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import torch
 
 from agenttrace.generation import kv
@@ -20,12 +19,7 @@ from agenttrace.training.fit import (
     vocab_coverage,
 )
 from tests.generation.test_quantize import small
-from tests.tiny_heads import EOS, prompts, tiny_heads
-
-
-@pytest.fixture(scope="module")
-def heads(tmp_path_factory):
-    return tiny_heads(str(tmp_path_factory.mktemp("tiny-heads")))
+from tests.tiny_heads import EOS, prompts
 
 
 def test_training_time_passes_are_what_the_head_computes_when_drafting():
