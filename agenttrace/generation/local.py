@@ -18,6 +18,7 @@ from agenttrace.generation.compiled import CompiledDecoder, compiled_view
 from agenttrace.generation.constrain import GrammarCompiler
 from agenttrace.generation.device import device_clock, device_peaks
 from agenttrace.generation.drafters import Drafter, fork_drafter
+from agenttrace.generation.kv import Stepper
 from agenttrace.generation.loop import Decoded, StopCriteria, generate
 from agenttrace.generation.packed import packed_view, packs_one_row
 from agenttrace.generation.prefix_cache import PrefixCache
@@ -94,6 +95,19 @@ class LocalChatModel:
         )
         # (an empty PrefixCache is falsy: test for the type, not truthiness)
         self.prefix_cache = prefix_cache if isinstance(prefix_cache, PrefixCache) else (PrefixCache() if prefix_cache else None)
+        # A model that runs its passes itself (llama_backend.LlamaCppModel) keeps its KV cache
+        # outside torch: no prepacked view, prefix cache, compiled graphs, engine or features.
+        native = isinstance(model, Stepper) and not isinstance(model, CompiledDecoder)
+        if native:
+            self.provider_name = getattr(model, "provider_name", self.provider_name)
+            unsupported = [what for what, asked in (
+                ("a prefix cache (prefix_cache=False)", self.prefix_cache is not None),
+                ("compiled graphs (compiled=False)", bool(compiled)), ("a batching engine (engine=None)", engine is not None),
+                (f"the {getattr(drafter, 'method', '')} drafter's target features", getattr(drafter, "reads_features", False)),
+            ) if asked]
+            if unsupported:
+                raise ValueError(f"{model!r} keeps its KV cache in its own library: it takes no {', '.join(unsupported)}")
+            packed_verify = False
         if packed_verify is None:
             # Plain decoding takes the packed view too where this process runs 1-row products on
             # it (packed.packs_one_row): a baseline and a speculative arm's plain steps then run

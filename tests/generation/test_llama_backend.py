@@ -1,0 +1,169 @@
+"""The llama.cpp backend (generation/llama_backend.py): the prebuilt library loads here, our loop
+runs on it, greedy speculation gives plain greedy's text, and what it cannot take says so."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from agenttrace import GenerationParams
+from agenttrace.core.chat import Message
+
+bindings = pytest.importorskip("llama_cpp_py_sync._cffi_bindings", reason="the llamacpp extra is not installed")
+
+_SO = sorted(p for p in Path(bindings.__file__).parent.iterdir() if ".so" in p.name)
+_PROMPTS = [
+    "What's the weather in Paris, France? Use the weather tool with city Paris and country France.",
+    "Convert 12 miles to kilometres with the convert_units tool: value 12, from miles, to kilometres.",
+    "Write a haiku about latency.",
+]
+
+
+def _needs(data: bytes) -> set[bytes]:
+    """The version names a library's verneed entries ask of other libraries."""
+    import struct
+
+    from agenttrace.generation.llama_lib import _SHT_VERNEED, _sections
+
+    secs = _sections(bytearray(data))
+    out = set()
+    for kind, offset, _, link, info, _ in secs:
+        if kind != _SHT_VERNEED:
+            continue
+        need = offset
+        for _ in range(info):
+            _, count, _, aux, following = struct.unpack_from("<HHIII", data, need)
+            at = need + aux
+            for _ in range(count):
+                _, _, _, name, step = struct.unpack_from("<IHHII", data, at)
+                start = secs[link][1] + name
+                out.add(bytes(data[start : data.index(b"\0", start)]))
+                at += step
+            need += following
+    return out
+
+
+def test_the_c99_copy_asks_nothing_of_glibc_2_38_and_changes_nothing_else():
+    from agenttrace.generation.llama_lib import c99_imports
+
+    for path in _SO:
+        data = bytearray(path.read_bytes())
+        before = bytes(data)
+        changed = c99_imports(data)
+        assert b"GLIBC_2.38" not in _needs(data), path.name
+        assert (changed > 0) == (b"GLIBC_2.38" in _needs(before)), path.name
+        assert len(data) == len(before)
+        assert sum(a != b for a, b in zip(data, before, strict=True)) <= 8 * changed  # a few words per entry
+    with pytest.raises(ValueError, match="ELF"):
+        c99_imports(bytearray(b"not a library"))
+
+
+@pytest.fixture(scope="module")
+def llama(bundled):
+    """The bundled GGUF on llama.cpp, one thread (its verify passes then give each position a
+    one-token step's bits), with the bundled tokenizer."""
+    from agenttrace.generation.llama_backend import LlamaCppModel
+    from agenttrace.generation.models import find_bundled_gguf
+
+    model = LlamaCppModel(find_bundled_gguf(), threads=1, n_ctx=2048)
+    yield model, bundled.tokenizer
+    model.close()
+
+
+def _ids(chat_model, text: str) -> list[int]:
+    return chat_model.encode_chat([Message(role="system", content="You call tools with JSON arguments."),
+                                   Message(role="user", content=text)])
+
+
+@pytest.mark.model
+def test_greedy_speculation_on_llama_cpp_equals_its_plain_greedy(llama):
+    from agenttrace.generation.drafters import PromptLookupDrafter
+    from agenttrace.generation.local import LocalChatModel
+
+    model, tok = llama
+    plain = LocalChatModel(model, tok)
+    assert plain.provider_name == "llama.cpp" and model.vocab_size == len(tok)
+    arms = {k: LocalChatModel(model, tok, drafter=PromptLookupDrafter(), num_speculative_tokens=k, fallback=False)
+            for k in (3, 8)}
+    arms[16] = LocalChatModel(model, tok, drafter=PromptLookupDrafter(), num_speculative_tokens=16, adaptive=True)
+    drafted = accepted = rejected = 0
+    for text in _PROMPTS:
+        ids = _ids(plain, text)
+        _, base = plain.complete_ids(ids, GenerationParams(max_tokens=48))
+        assert len(base.tokens) > 0
+        for k, arm in arms.items():
+            _, out = arm.complete_ids(ids, GenerationParams(max_tokens=48))
+            assert out.tokens == base.tokens, (k, text)
+            drafted += sum(r.drafted for r in out.rounds)
+            accepted += sum(r.accepted for r in out.rounds)
+            rejected += sum(r.accepted < r.drafted for r in out.rounds)
+    assert accepted > 0 and rejected > 0  # drafts were kept and cut back out of llama.cpp's KV cache
+    assert sorted(model._free) == list(range(8))  # every generation gave its sequence back
+
+
+@pytest.mark.model
+def test_siblings_generate_at_once_each_in_its_own_sequence(llama):
+    from agenttrace.generation.drafters import PromptLookupDrafter
+    from agenttrace.generation.local import LocalChatModel
+
+    model, tok = llama
+    first = LocalChatModel(model, tok, drafter=PromptLookupDrafter(), num_speculative_tokens=3, fallback=False)
+    models = [first, first.sibling(), first.sibling()]
+    outs: dict[int, list[int]] = {}
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            _, out = models[i].complete_ids(_ids(first, _PROMPTS[i]), GenerationParams(max_tokens=32))
+            outs[i] = out.tokens
+        except Exception as exc:  # noqa: BLE001  reported below, with the others
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors and len(outs) == 3 and all(outs.values())
+    assert sorted(model._free) == list(range(8))
+    # alone, each prompt gives text of the same kind (other sequences' cells are masked out of
+    # its attention; their count can change a sum's order, so this compares the start only)
+    for i in range(3):
+        _, alone = first.complete_ids(_ids(first, _PROMPTS[i]), GenerationParams(max_tokens=32))
+        assert alone.tokens[:4] == outs[i][:4]
+
+
+@pytest.mark.model
+def test_what_the_backend_cannot_take_it_says(llama, bundled):
+    from agenttrace.errors import ContextTooLong
+    from agenttrace.generation.llama_backend import LlamaCppModel
+    from agenttrace.generation.local import LocalChatModel
+    from agenttrace.generation.models import find_bundled_gguf
+
+    model, tok = llama
+    with pytest.raises(ValueError, match="prefix cache"):
+        LocalChatModel(model, tok, prefix_cache=True)
+    small = LlamaCppModel(find_bundled_gguf(), threads=1, n_ctx=64)  # llama.cpp pads it; its batch stays smaller
+    n = small.n_ctx
+    try:
+        chat = LocalChatModel(small, tok)
+        _, out = chat.complete_ids(list(range(100, 100 + small.n_batch + 16)), GenerationParams(max_tokens=4))
+        assert len(out.tokens) == 4  # a prompt longer than one llama_decode takes is prefilled in chunks
+        with pytest.raises(ContextTooLong, match=f"holds {n} positions"):
+            chat.complete_ids(list(range(100, 110 + n)), GenerationParams(max_tokens=4))
+        cache = small.new_cache(n)
+        small.prefill(list(range(100, 96 + n)), cache)
+        with pytest.raises(ValueError, match=f"do not fit llama.cpp's context of {n}"):
+            small.forward([5, 6, 7, 8, 9], cache)
+        with pytest.raises(ValueError, match="at most"):
+            small.forward(list(range(small.n_batch + 1)), cache)
+        del cache
+        assert sorted(small._free) == list(range(8))  # every cache gave its sequence back
+        _, out = chat.complete_ids(list(range(100, 120)), GenerationParams(max_tokens=4))
+        assert len(out.tokens) == 4  # and the model still serves
+    finally:
+        small.close()
+    with pytest.raises(Exception, match="GGUF"):
+        LlamaCppModel(Path(bundled.source) / "no-such.gguf")
