@@ -13,6 +13,7 @@ before the GPU is done); on a CPU it is the plain shared clock.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import platform
 import random
@@ -33,6 +34,8 @@ DEFAULT_ARMS = [
     "ours_prompt_lookup_k8", "ours_prompt_lookup_adaptive16", "ours_early_exit8_k3", "ours_early_exit8_adaptive",
     "ours_eagle_tree", "ours_lookup_eagle_tree",
 ]
+if importlib.util.find_spec("llama_cpp_py_sync") is not None:  # the llamacpp extra: our loop on llama.cpp's kernels
+    DEFAULT_ARMS += ["ours_llama_plain", "ours_llama_prompt_lookup_k3", "ours_llama_prompt_lookup_adaptive16"]
 
 
 def _median(xs: list[float]) -> float:
@@ -45,6 +48,7 @@ def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress
     loaded model is the fp32 one), interleaved: each prompt runs every (weights, arm) pair in a
     shuffled order. The llama.cpp arms run once, on `peer`. With `peaks` (MachinePeaks) each row
     gets its bandwidth ceiling."""
+    from agenttrace.bench.generation_arms import NATIVE_ARMS
     from agenttrace.bench.llama_peer import LLAMA_ARMS
     from agenttrace.generation.local import LocalChatModel
 
@@ -56,12 +60,13 @@ def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress
         "tool_call": ([encoder.encode_chat(m) for m in tool_call_prompts()], 64),
         "free_text": ([encoder.encode_chat(m) for m in free_text_prompts()], 96),
     }
-    ours = [a for a in arm_names if a not in LLAMA_ARMS]
+    on_gguf = (*LLAMA_ARMS, *NATIVE_ARMS)  # arms over the GGUF file itself, run once
+    ours = [a for a in arm_names if a not in on_gguf]
     lengths = [len(ids) + budget for prompts, budget in sets.values() for ids in prompts]
     arms: dict[tuple[str, str], Callable[[list[int], int], Run]] = {}
     for weights, loaded in models.items():
         arms.update({(weights, n): f for n, f in build_arms(loaded, ours, clock, longest=max(lengths)).items()})
-    llama = [a for a in arm_names if a in LLAMA_ARMS]
+    llama = [a for a in arm_names if a in on_gguf]
     if llama:
         arms.update({("gguf", n): f for n, f in build_arms(first, llama, clock, peer).items()})
     runs: dict[tuple[tuple[str, str], str, int], list[Run]] = {}  # (arm, set, repeat) -> runs over the set's prompts
@@ -137,8 +142,8 @@ def _reference(key: tuple[str, str], arms) -> tuple[str, str]:
     eager plain arm of the same weights for the rest (so `ours_plain_compiled` shows whether
     compiling changed the text)."""
     weights, name = key
-    if weights == "gguf":
-        return ("gguf", "llama_cpp")
+    if weights == "gguf":  # llama.cpp's own build, and our loop on the prebuilt one: each its own plain
+        return ("gguf", "ours_llama_plain") if name.startswith("ours_llama") else ("gguf", "llama_cpp")
     if name.endswith("_compiled") and name != "ours_plain_compiled" and (weights, "ours_plain_compiled") in arms:
         return (weights, "ours_plain_compiled")
     return (weights, "ours_plain")
@@ -209,8 +214,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generation", help="our decoding loop and drafters against transformers generate (bundled model)")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (default 5)")
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
-                   help="comma-separated arms (default: all but the llama.cpp ones: llama_cpp, llama_cpp_lookup "
-                        "need scripts/llama_cpp.sh; the compiled ones, ours_plain_compiled, "
+                   help="comma-separated arms (default: all but the llama.cpp peer's: llama_cpp, llama_cpp_lookup "
+                        "need scripts/llama_cpp.sh; our loop on llama.cpp's prebuilt kernels, ours_llama_plain, "
+                        "ours_llama_prompt_lookup_k3 and _adaptive16, when the llamacpp extra is installed, and "
+                        "ours_llama_prompt_lookup_k8 when asked; the compiled ones, ours_plain_compiled, "
                         "ours_prompt_lookup_k3_compiled, ours_prompt_lookup_k8_compiled, which compile for minutes "
                         "first; and the trained heads' beyond ours_eagle_tree and ours_lookup_eagle_tree: "
                         "ours_eagle_k4, ours_eagle_tree_int8, ours_medusa_k3)")

@@ -9,8 +9,14 @@ from collections.abc import Callable
 
 from agenttrace.bench.generation_records import Run
 from agenttrace.clock import Clock
+from agenttrace.errors import ModelUnavailable
 
-__all__ = ["HEAD_ARMS", "build_arms", "warm_up"]
+__all__ = ["HEAD_ARMS", "NATIVE_ARMS", "build_arms", "warm_up"]
+
+# Our loop on llama.cpp's kernels (generation/llama_backend.py), over the bundled GGUF itself: they
+# run once, as the `gguf` weights, whatever --weights says.
+NATIVE_ARMS = ("ours_llama_plain", "ours_llama_prompt_lookup_k3", "ours_llama_prompt_lookup_k8",
+               "ours_llama_prompt_lookup_adaptive16")
 
 
 def _hf_arm(model, tokenizer, clock: Clock, **kwargs) -> Callable[[list[int], int], Run]:
@@ -140,6 +146,30 @@ def build_arms(loaded, names: list[str], clock: Clock, peer=None,
                                                        fallback=False, compiled=True),
     }
     factories.update({name: (lambda make=make: ours(**make(loaded))) for name, make in HEAD_ARMS.items()})
+    native: list = []  # one llama.cpp model for every arm on it (its sequences keep their calls apart)
+
+    def on_llama(**kw):
+        from agenttrace.generation.llama_backend import LlamaCppModel
+        from agenttrace.generation.models import find_bundled_gguf
+
+        if not native:
+            import torch
+
+            try:  # the GGUF the bundled model was converted from; llama.cpp's threads = torch's
+                native.append(LlamaCppModel(find_bundled_gguf(), threads=torch.get_num_threads()))
+            except ModelUnavailable as exc:
+                raise SystemExit(f"the {', '.join(NATIVE_ARMS)} arms: {exc}") from exc
+        return _our_arm(LocalChatModel(native[0], tok, name=native[0].config._name_or_path, clock=clock, **kw))
+
+    factories.update({
+        "ours_llama_plain": lambda: on_llama(),
+        "ours_llama_prompt_lookup_k3": lambda: on_llama(drafter=PromptLookupDrafter(), num_speculative_tokens=3,
+                                                        fallback=False),
+        "ours_llama_prompt_lookup_k8": lambda: on_llama(drafter=PromptLookupDrafter(), num_speculative_tokens=8,
+                                                        fallback=False),
+        "ours_llama_prompt_lookup_adaptive16": lambda: on_llama(drafter=PromptLookupDrafter(), num_speculative_tokens=16,
+                                                                adaptive=True),
+    })
     if peer is not None:
         stop = sorted(_stop_ids(loaded))
         factories["llama_cpp"] = lambda: peer.arm(stop, lookup=False)
