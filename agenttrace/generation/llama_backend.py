@@ -28,6 +28,9 @@ from agenttrace.generation.llama_lib import open_library
 
 SEQUENCES = 8  # generations one model holds at once (sibling models share its context)
 N_BATCH = 512  # tokens per llama_decode at most (a longer prompt is prefilled in chunks)
+# The probe's context (_kernels): past 256 cells llama.cpp's attention takes another path, whose
+# batched rows on two threads differ from its one-token steps here (on 1-255 cells they agree)
+PROBE_CONTEXT = 320
 
 
 class LlamaCache:
@@ -98,6 +101,9 @@ class LlamaCppModel:
         self.dtype = torch.float32
         self.path = path
         self._closed = weakref.finalize(self, _free_native, lib, self._batch, self._ctx, self._model)
+        self._current = self.threads
+        # decided once, before the first token, the same for every arm on this model (see _kernels)
+        self.step_threads, self.lossless = _kernels(self)
 
     # -- kv.Stepper ------------------------------------------------------------------------
     def new_cache(self, tokens: int) -> LlamaCache:
@@ -116,6 +122,7 @@ class LlamaCppModel:
             raise ValueError(f"a pass of {len(ids)} tokens: llama.cpp takes at most {self.n_batch} at once "
                              "(prefill chunks them)")
         with self._lock:
+            self._use_threads(self.step_threads)
             return self._decode(ids, cache, last_only)
 
     def prefill(self, ids: list[int], cache: LlamaCache) -> torch.Tensor:
@@ -124,6 +131,7 @@ class LlamaCppModel:
             raise ValueError("a prefill of no tokens: the loop passes at least the prompt's last one")
         chunks = [ids[i : i + self.n_batch] for i in range(0, len(ids), self.n_batch)]
         with self._lock:
+            self._use_threads(self.threads)  # a prompt's pass is the same for every arm: all threads
             for chunk in chunks[:-1]:
                 self._decode(chunk, cache, True, outputs=False)
             return self._decode(chunks[-1], cache, True)
@@ -152,6 +160,31 @@ class LlamaCppModel:
         return torch.from_numpy(np.frombuffer(self.ffi.buffer(logits, rows * self.vocab_size * 4),
                                               dtype=np.float32).reshape(rows, self.vocab_size).copy())
 
+    def _use_threads(self, n: int) -> None:
+        if n != self._current:
+            self.lib.llama_set_n_threads(self._ctx, n, n)
+            self._current = n
+
+    def _step_path(self) -> int | None:
+        """The first of `threads`, 1 on which a batched pass gives each row the bits of a one-token
+        step, after a context of PROBE_CONTEXT tokens (prefilled once, on every thread); None when
+        neither does."""
+        context = min(PROBE_CONTEXT, self.n_ctx - 16)
+        cache = self.new_cache(context + 16)
+        self._use_threads(self.threads)
+        for start in range(0, context, self.n_batch):
+            self._decode(list(range(100 + start, 100 + min(context, start + self.n_batch))), cache, True, outputs=False)
+        base, draft = cache.length, list(range(300, 308))
+        for threads in dict.fromkeys((self.threads, 1)):
+            self._use_threads(threads)
+            steps = [self._decode([t], cache, False)[0] for t in draft]
+            cache.crop(base)
+            batch = self._decode(draft, cache, False)
+            cache.crop(base)
+            if all(torch.equal(batch[i], steps[i]) for i in range(len(draft))):
+                return threads
+        return None
+
     def _remove(self, seq: int, keep: int) -> None:
         with self._lock:
             self.lib.llama_memory_seq_rm(self._memory, seq, keep, -1)
@@ -167,7 +200,59 @@ class LlamaCppModel:
         self._closed()
 
     def __repr__(self) -> str:
-        return f"LlamaCppModel({self.path.name}, threads={self.threads}, n_ctx={self.n_ctx})"
+        return (f"LlamaCppModel({self.path.name}, threads={self.threads}, step_threads={self.step_threads}, "
+                f"n_ctx={self.n_ctx})")
+
+
+def _kernels(model: LlamaCppModel) -> tuple[int, bool]:
+    """(threads for one-token steps and verify passes, whether verify rows then have a step's bits).
+
+    Greedy speculation is lossless only when a verify pass gives each position the bits of a
+    one-token step. On this project's CPU llama.cpp's prebuilt build does on one thread and does
+    not on two once the context passes 256 tokens (batched rows came out up to 0.8 in logits away):
+    so steps and verify passes run on `threads` where a probe finds the bits equal there, else on
+    one thread where it finds them equal there (prompts still prefill on every thread: that pass
+    is the same for every arm). The probe (a 320-token prefill and a few steps, about 1-2 s) runs
+    once per library, model file, thread count and CPU; its answer is kept in agenttrace's cache,
+    so every process and arm takes the same path, however busy the machine is."""
+    import json
+    import platform
+
+    from agenttrace.generation.models import cache_dir
+
+    try:
+        from importlib.metadata import version
+
+        lib = version("llama-cpp-py-sync")
+    except Exception:  # noqa: BLE001  (a copy without metadata: probe, keep nothing)
+        lib = None
+    key = f"{lib}|{model.path.name}|{model.path.stat().st_size}|{model.threads}|{platform.machine()}|{_cpu_name()}"
+    store = cache_dir() / "llama-kernels.json"
+    try:
+        known = json.loads(store.read_text()) if lib and store.is_file() else {}
+    except (OSError, ValueError):
+        known = {}
+    if key not in known:
+        threads = model._step_path()
+        known[key] = [threads or model.threads, threads is not None]
+        if lib:
+            try:
+                store.parent.mkdir(parents=True, exist_ok=True)
+                tmp = store.with_suffix(f".tmp{os.getpid()}")
+                tmp.write_text(json.dumps(known, indent=1))
+                tmp.replace(store)
+            except OSError:  # a read-only cache: the next process probes again
+                pass
+    threads, lossless = known[key]
+    return int(threads), bool(lossless)
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        return ""
 
 
 def _free_native(lib, batch, ctx, model) -> None:

@@ -167,3 +167,48 @@ def test_what_the_backend_cannot_take_it_says(llama, bundled):
         small.close()
     with pytest.raises(Exception, match="GGUF"):
         LlamaCppModel(Path(bundled.source) / "no-such.gguf")
+
+
+@pytest.mark.model
+def test_two_threads_take_one_kernel_path_and_stay_lossless_while_the_cores_are_busy(bundled):
+    """The kernel path is decided once (a probe, kept in the cache): on this CPU llama.cpp's batched
+    rows on two threads differ from its one-token steps past 256 cells, so steps and verify passes
+    take the path where they agree. Greedy speculation then equals plain greedy on long prompts,
+    with two other processes spinning on the cores."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from agenttrace.generation.drafters import PromptLookupDrafter
+    from agenttrace.generation.llama_backend import LlamaCppModel
+    from agenttrace.generation.local import LocalChatModel
+    from agenttrace.generation.models import find_bundled_gguf
+
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    model = LlamaCppModel(find_bundled_gguf(), threads=2, n_ctx=2048)
+    try:
+        assert model.lossless and model.step_threads in (1, 2)
+        cache = model.new_cache(400)
+        model.prefill(list(range(100, 420)), cache)  # past the 256 cells where the paths part
+        steps = [model.forward([t], cache)[0] for t in range(300, 305)]
+        cache.crop(320)
+        batch = model.forward(list(range(300, 305)), cache)
+        assert all(torch.equal(batch[i], steps[i]) for i in range(5))
+        del cache
+        plain = LocalChatModel(model, bundled.tokenizer)
+        spec = LocalChatModel(model, bundled.tokenizer, drafter=PromptLookupDrafter(), num_speculative_tokens=3,
+                              fallback=False)
+        schema = " ".join(f"tool_{i}(city: string, country: string, unit: celsius|fahrenheit)" for i in range(24))
+        for text in _PROMPTS[:2]:
+            ids = spec.encode_chat([Message(role="system", content=f"Tools: {schema}. Reply with one JSON tool call."),
+                                    Message(role="user", content=text)])
+            assert len(ids) > 300
+            _, a = plain.complete_ids(ids, GenerationParams(max_tokens=40))
+            _, b = spec.complete_ids(ids, GenerationParams(max_tokens=40))
+            assert a.tokens == b.tokens and b.rounds
+    finally:
+        model.close()
+        for p in busy:
+            p.kill()
+            p.wait()
