@@ -1,9 +1,10 @@
 """Rows back into the report's own records: TaskFigures, StepFigures and GenerationFigures built
 from the per-task, per-step and per-generation rows (`rows.py`), then folded by the report's
 `ReportFold` (run figures, labels, what-if), so the run-level definitions stay in one place. A
-generation's figures and its what-if statistics come from `report/spec.py` itself, given the
-generation's attributes and rounds: Python runs per generation, never per span, except for the
-tasks coverage.per_span_tasks names: per_span_figures gives them the per-span code's figures.
+generation's figures come from `report/spec.py` itself, given the attributes they read; what its
+rounds tell the what-if comes from the SQL's round columns (rows._round_columns). Python runs per
+generation, never per span or round, except for the tasks coverage.per_span_tasks names:
+per_span_figures gives them the per-span code's figures.
 """
 
 from __future__ import annotations

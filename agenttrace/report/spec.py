@@ -143,7 +143,8 @@ def totals(a: dict) -> AcceptanceStats:
 
 def acceptance_stats(tree: SpanTree, gen: SpanRecord, rounds: list[RoundRecord] | None = None) -> AcceptanceStats:
     """What this generation tells about alpha and the draft / verify costs. `rounds`: its rounds
-    when the caller has them already (the columnar engine's rows), else rounds_of(tree, gen)."""
+    when the caller knows them (the columnar engine passes [] for a generation it has none of),
+    else rounds_of(tree, gen)."""
     a = gen.attributes
     stats = totals(a)
     if rounds is None:
