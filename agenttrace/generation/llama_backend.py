@@ -55,8 +55,10 @@ class LlamaCache:
 
 class LlamaCppModel:
     """A GGUF model on llama.cpp's CPU kernels (llama-cpp-py-sync's prebuilt library), as a
-    kv.Stepper. `threads`: llama.cpp's threads for every pass (default: torch's intra-op count,
-    so a comparison with a torch arm gives both the same cores)."""
+    kv.Stepper. `threads`: llama.cpp's threads (default: torch's intra-op count, so a comparison
+    with a torch arm gives both the same cores); prompts prefill on all of them, steps and verify
+    passes on `step_threads` (_kernels decides, once: the threads on which a verify pass gives each
+    position a one-token step's bits; `lossless` False when none did)."""
 
     provider_name = "llama.cpp"
 
