@@ -200,13 +200,12 @@ def test_two_threads_take_one_kernel_path_and_stay_lossless_while_the_cores_are_
         spec = LocalChatModel(model, bundled.tokenizer, drafter=PromptLookupDrafter(), num_speculative_tokens=3,
                               fallback=False)
         schema = " ".join(f"tool_{i}(city: string, country: string, unit: celsius|fahrenheit)" for i in range(24))
-        for text in _PROMPTS[:2]:
-            ids = spec.encode_chat([Message(role="system", content=f"Tools: {schema}. Reply with one JSON tool call."),
-                                    Message(role="user", content=text)])
-            assert len(ids) > 300
-            _, a = plain.complete_ids(ids, GenerationParams(max_tokens=40))
-            _, b = spec.complete_ids(ids, GenerationParams(max_tokens=40))
-            assert a.tokens == b.tokens and b.rounds
+        ids = spec.encode_chat([Message(role="system", content=f"Tools: {schema}. Reply with one JSON tool call."),
+                                Message(role="user", content=_PROMPTS[0])])
+        assert len(ids) > 300
+        _, a = plain.complete_ids(ids, GenerationParams(max_tokens=40))
+        _, b = spec.complete_ids(ids, GenerationParams(max_tokens=40))
+        assert a.tokens == b.tokens and b.rounds
     finally:
         model.close()
         for p in busy:
