@@ -45,7 +45,12 @@ def open_library() -> tuple[Any, Any]:
             except OSError as exc:
                 if "GLIBC_2.38" not in str(exc):
                     raise ModelUnavailable(f"llama.cpp's library does not load here: {exc}") from exc
-                lib = bindings.ffi.dlopen(str(_c99_copy(folder)))
+                try:
+                    copy = _c99_copy(folder)
+                except OSError as err:
+                    raise ModelUnavailable(f"llama.cpp's library needs a copy for this glibc and it could not be "
+                                           f"written ({err}): set AGENTTRACE_CACHE_DIR to a writable folder") from err
+                lib = bindings.ffi.dlopen(str(copy))
             lib.llama_backend_init()
             _opened = (bindings.ffi, lib)
         return _opened
