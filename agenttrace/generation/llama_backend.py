@@ -100,7 +100,6 @@ class LlamaCppModel:
                                       max_position_embeddings=self.n_ctx)
         self.generation_config = SimpleNamespace(eos_token_id=sorted(eos))
         self.device = torch.device("cpu")
-        self.dtype = torch.float32
         self.path = path
         self._closed = weakref.finalize(self, _free_native, lib, self._batch, self._ctx, self._model)
         self._current = self.threads
@@ -173,9 +172,7 @@ class LlamaCppModel:
         neither does."""
         context = min(PROBE_CONTEXT, self.n_ctx - 16)
         cache = self.new_cache(context + 16)
-        self._use_threads(self.threads)
-        for start in range(0, context, self.n_batch):
-            self._decode(list(range(100 + start, 100 + min(context, start + self.n_batch))), cache, True, outputs=False)
+        self.prefill(list(range(100, 100 + context)), cache)
         base, draft = cache.length, list(range(300, 308))
         for threads in dict.fromkeys((self.threads, 1)):
             self._use_threads(threads)

@@ -92,38 +92,50 @@ def _sections(data: bytearray) -> list[tuple[int, ...]]:
     return out
 
 
+def _text(data: bytearray, secs: list[tuple[int, ...]], table: int, offset: int) -> bytes:
+    start = secs[table][1] + offset
+    return bytes(data[start : data.index(b"\0", start)])
+
+
+def version_needs(data: bytearray) -> list[list[tuple[int, int, int, bytes]]]:
+    """A library's version requirements: per library it needs (Elf64_Verneed), its versions
+    (Elf64_Vernaux) as (offset of the entry, hash, name's offset, name)."""
+    secs = _sections(data)
+    out = []
+    for kind, offset, _, link, info, _ in secs:
+        if kind != _SHT_VERNEED:
+            continue
+        need = offset
+        for _ in range(info):
+            _, count, _, aux, following = struct.unpack_from("<HHIII", data, need)
+            entries, at = [], need + aux
+            for _ in range(count):
+                hash_, _, _, name, step = struct.unpack_from("<IHHII", data, at)
+                entries.append((at, hash_, name, _text(data, secs, link, name)))
+                at += step
+            out.append(entries)
+            need += following
+    return out
+
+
 def c99_imports(data: bytearray) -> int:
     """Rewrite one shared library in place so that its C23 imports name the C99 functions and
     need GLIBC_2.2.5 instead of GLIBC_2.38 (module docstring). Returns how many entries changed;
     0 for a file that has none."""
     secs = _sections(data)
-
-    def text(table: int, offset: int) -> bytes:
-        start = secs[table][1] + offset
-        return bytes(data[start : data.index(b"\0", start)])
-
     changed = 0
-    for kind, offset, size, link, info, ent in secs:
+    for kind, offset, size, link, _, ent in secs:
         if kind == _SHT_DYNSYM:  # Elf64_Sym: st_name is its first word
             for at in range(offset, offset + size, ent or 24):
                 (name,) = struct.unpack_from("<I", data, at)
-                if text(link, name).startswith(_C23):
+                if _text(data, secs, link, name).startswith(_C23):
                     struct.pack_into("<I", data, at, name + len(_C23))
                     changed += 1
-        elif kind == _SHT_VERNEED:  # Elf64_Verneed entries, each with its Elf64_Vernaux list
-            need = offset
-            for _ in range(info):
-                _, count, _, aux, following = struct.unpack_from("<HHIII", data, need)
-                entries, at = [], need + aux
-                for _ in range(count):
-                    hash_, _, _, name, step = struct.unpack_from("<IHHII", data, at)
-                    entries.append((at, hash_, name))
-                    at += step
-                donor = next(((h, n) for _, h, n in entries if text(link, n) == _NEW), None)
-                for at, _, name in entries:
-                    if donor is not None and text(link, name) == _OLD:
-                        struct.pack_into("<I", data, at, donor[0])
-                        struct.pack_into("<I", data, at + 8, donor[1])
-                        changed += 1
-                need += following
+    for entries in version_needs(data):
+        donor = next(((h, n) for _, h, n, text in entries if text == _NEW), None)
+        for at, _, _, text in entries:
+            if donor is not None and text == _OLD:
+                struct.pack_into("<I", data, at, donor[0])
+                struct.pack_into("<I", data, at + 8, donor[1])
+                changed += 1
     return changed

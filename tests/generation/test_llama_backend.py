@@ -23,26 +23,9 @@ _PROMPTS = [
 
 def _needs(data: bytes) -> set[bytes]:
     """The version names a library's verneed entries ask of other libraries."""
-    import struct
+    from agenttrace.generation.llama_lib import version_needs
 
-    from agenttrace.generation.llama_lib import _SHT_VERNEED, _sections
-
-    secs = _sections(bytearray(data))
-    out = set()
-    for kind, offset, _, link, info, _ in secs:
-        if kind != _SHT_VERNEED:
-            continue
-        need = offset
-        for _ in range(info):
-            _, count, _, aux, following = struct.unpack_from("<HHIII", data, need)
-            at = need + aux
-            for _ in range(count):
-                _, _, _, name, step = struct.unpack_from("<IHHII", data, at)
-                start = secs[link][1] + name
-                out.add(bytes(data[start : data.index(b"\0", start)]))
-                at += step
-            need += following
-    return out
+    return {text for entries in version_needs(bytearray(data)) for *_, text in entries}
 
 
 def test_the_c99_copy_asks_nothing_of_glibc_2_38_and_changes_nothing_else():
