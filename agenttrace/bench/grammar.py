@@ -60,15 +60,14 @@ def _workload() -> tuple[list[dict], list[list[str]]]:
 
 def _llguidance(tok, vocab: int, clock: Clock) -> Callable[[list[dict], list[list[int]], EngineRuns], None]:
     import llguidance
-    import llguidance.hf
     import numpy as np
     import torch
 
-    from agenttrace.generation.constrain import JSON_OPTIONS, apply_mask_
+    from agenttrace.generation.constrain import JSON_OPTIONS, apply_mask_, llguidance_tokenizer
 
     def once(schemas, seqs, runs):
         t0 = clock.now_ns()
-        lt = llguidance.hf.from_tokenizer(tok, n_vocab=vocab)
+        lt = llguidance_tokenizer(tok, vocab)
         runs.tokenizer_s.append((clock.now_ns() - t0) / 1e9)
         t0 = clock.now_ns()
         grammars = [llguidance.LLMatcher(lt, llguidance.LLMatcher.grammar_from_json_schema(s, defaults=JSON_OPTIONS))

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
 
 from agenttrace.core.chat import GenerationParams
 from agenttrace.generation import kv, sampling
 from agenttrace.generation.drafters import Draft
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 class DraftModelDrafter:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
-from transformers import Cache, DynamicCache, PreTrainedModel
+
+if TYPE_CHECKING:  # (transformers is imported where a transformers model is used: a model outside
+    # torch, llama_backend's, runs without it)
+    from transformers import Cache, PreTrainedModel
 
 
 @runtime_checkable
@@ -43,6 +46,8 @@ def new_cache(model: PreTrainedModel, tokens: int = 0) -> Cache:
     cache needs that size; a dynamic cache grows)."""
     if isinstance(model, Stepper):
         return model.new_cache(tokens)
+    from transformers import DynamicCache
+
     return DynamicCache(config=model.config)
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import Cache, PreTrainedModel
 
 from agenttrace.clock import Clock
 from agenttrace.core.chat import CancelToken, ConstrainStats, GenerationParams, SpecRound
@@ -42,6 +42,9 @@ from agenttrace.generation.round import (
     stream,
 )
 from agenttrace.generation.verify import verify_sampled
+
+if TYPE_CHECKING:
+    from transformers import Cache, PreTrainedModel
 
 __all__ = ["Decoded", "StopCriteria", "generate"]
 

@@ -20,10 +20,13 @@ from __future__ import annotations
 import copy
 import logging
 import weakref
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 _log = logging.getLogger(__name__)
 

@@ -22,10 +22,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
-from transformers import Cache, PreTrainedModel
 
 from agenttrace.clock import Clock
 from agenttrace.core.chat import GenerationParams, SpecRound
@@ -38,6 +37,9 @@ from agenttrace.generation.features import FeatureLog
 from agenttrace.generation.prefix_cache import Hit, PrefixCache
 from agenttrace.generation.tree import TreeDraft, tree_inputs, verify_tree_greedy, verify_tree_sampled
 from agenttrace.generation.verify import verify_greedy, verify_sampled
+
+if TYPE_CHECKING:
+    from transformers import Cache, PreTrainedModel
 
 __all__ = [
     "PLAIN", "Round", "StopCriteria", "accept", "cancelled", "constrain_draft", "dead_end", "draft_round",
