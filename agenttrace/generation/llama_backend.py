@@ -4,9 +4,15 @@ adaptive k, the fallback, grammar constraints and tracing work on it unchanged: 
 one `llama_decode` of the pending token and the draft with every position's logits, and rejected
 tokens leave the KV cache through `llama_memory_seq_rm`.
 
-One llama.cpp context serves every generation on the model: each KV cache is a sequence of it
-(up to SEQUENCES at once, in one unified cache of `n_ctx` cells), and passes take the context's
-lock, so sibling models (parallel sub-agents) interleave safely. Not here: the target's features
+A `LlamaCppModel` is the mapped weights and one llama.cpp context: each KV cache is a sequence
+of it (up to SEQUENCES at once, in one unified cache of `n_ctx` cells), and passes take the
+context's lock. Which cells a sequence gets, and so the order attention sums them in, depends on
+what else the context holds: two arms sharing one context gave greedy texts that differed with
+the other arm's history. So every `LocalChatModel` runs on a `fork()` of its own (the weights
+stay mapped once), and what one generates never depends on another's calls or timing. A prefix cache keeps finished
+generations' sequences and starts a call from the longest common prefix by copying those cells'
+membership into a fresh sequence (`llama_memory_seq_cp` on a unified cache: no data copied, and
+the kept sequence is never written again). Not here: the target's features
 (EAGLE and Medusa heads read them; llama.cpp's embeddings output is the last layer's, normed,
 which is what they read, but it is not wired yet), draft trees (a tree pass needs its own
 attention mask) and the continuous-batching engine (it batches torch forwards).
@@ -26,7 +32,9 @@ import torch
 from agenttrace.errors import ModelUnavailable
 from agenttrace.generation.llama_lib import open_library
 
-SEQUENCES = 8  # generations one model holds at once (sibling models share its context)
+# Sequences one context holds at once: its running generations and the finished ones its prefix
+# cache keeps. They cost nothing apart: the cells are what is bounded (max_kept_bytes).
+SEQUENCES = 32
 N_BATCH = 512  # tokens per llama_decode at most (a longer prompt is prefilled in chunks)
 # The probe's context (_kernels): past 256 cells llama.cpp's attention takes another path, whose
 # batched rows on two threads differ from its one-token steps here (on 1-255 cells they agree)
@@ -43,6 +51,40 @@ class LlamaCache:
 
     def get_seq_length(self) -> int:
         return self.length
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of KV cache this sequence's cells hold (shared cells counted for each)."""
+        return self.length * self.model.kv_bytes_per_token
+
+    @property
+    def max_kept_bytes(self) -> int:
+        """What a prefix cache may keep of this model's context: half its cells, so the calls
+        running beside the kept sequences find room."""
+        return self.model.n_ctx // 2 * self.model.kv_bytes_per_token
+
+    def save(self, path: Path, tokens: list[int]) -> None:
+        """Write the first len(tokens) positions (which hold `tokens`) as llama.cpp's sequence
+        state file (prompt_store.py)."""
+        part = self.share(len(tokens))
+        if part.length != len(tokens):
+            raise ValueError(f"the cache holds {self.length} tokens, not the {len(tokens)} to save")
+        self.model._save(part.seq, path, tokens)
+
+    def load(self, path: Path, tokens: list[int]) -> None:
+        """Fill this (empty) cache from a state file `save` wrote for `tokens`: ValueError when
+        it does not load or holds other tokens (the cache is left empty)."""
+        if self.length:
+            raise ValueError("a state file loads into an empty cache")
+        self.length = self.model._load(self.seq, path, tokens)
+
+    def share(self, length: int, tokens: int = 0) -> LlamaCache:
+        """A new cache holding this one's first `length` tokens, sharing their cells (for a prefix
+        cache: this one is kept as it is and never decoded into again)."""
+        fresh = self.model.new_cache(tokens)
+        self.model._copy(self.seq, fresh.seq, min(length, self.length))
+        fresh.length = min(length, self.length)
+        return fresh
 
     def crop(self, length: int) -> None:
         """Keep the first `length` tokens; a negative `length` removes that many from the end
@@ -61,19 +103,16 @@ class LlamaCppModel:
     position a one-token step's bits; `lossless` False when none did)."""
 
     provider_name = "llama.cpp"
+    native = True  # runs its passes and keeps its KV cache in its own library (LocalChatModel reads it)
 
-    def __init__(self, gguf: str | Path, *, threads: int | None = None, n_ctx: int = 8192) -> None:
+    def __init__(self, gguf: str | Path, *, threads: int | None = None, n_ctx: int = 8192,
+                 _weights: _Weights | None = None) -> None:
         self.ffi, self.lib = open_library()
         ffi, lib = self.ffi, self.lib
         path = Path(gguf)
-        if not path.is_file():
-            raise ModelUnavailable(f"no GGUF file at {path}")
         self.threads = threads or torch.get_num_threads() or os.cpu_count() or 1
-        lib.llama_log_set(_quiet(ffi), ffi.NULL)
-        params = lib.llama_model_default_params()
-        self._model = lib.llama_model_load_from_file(str(path).encode(), params)  # mapped, not copied
-        if self._model == ffi.NULL:
-            raise ModelUnavailable(f"llama.cpp could not load {path} (not a GGUF model it knows?)")
+        self._weights = _weights or _Weights(lib, ffi, path)
+        self._model = self._weights.model
         trained = int(lib.llama_model_n_ctx_train(self._model))
         ctx = lib.llama_context_default_params()
         ctx.n_ctx = min(n_ctx, trained) if trained > 0 else n_ctx
@@ -84,12 +123,15 @@ class LlamaCppModel:
         ctx.embeddings = False
         self._ctx = lib.llama_init_from_model(self._model, ctx)
         if self._ctx == ffi.NULL:
-            lib.llama_model_free(self._model)
             raise ModelUnavailable(f"llama.cpp could not make a context for {path} ({ctx.n_ctx} tokens)")
         self._memory = lib.llama_get_memory(self._ctx)
         vocab = lib.llama_model_get_vocab(self._model)
         self.vocab_size = int(lib.llama_vocab_n_tokens(vocab))
         self.n_ctx = int(lib.llama_n_ctx(self._ctx))
+        heads, kv_heads = int(lib.llama_model_n_head(self._model)), int(lib.llama_model_n_head_kv(self._model))
+        # f16 keys and values (the context's default cache type) for every layer's kv heads
+        self.kv_bytes_per_token = (int(lib.llama_model_n_layer(self._model)) * 2 * kv_heads
+                                   * (int(lib.llama_model_n_embd(self._model)) // max(heads, 1)) * 2)
         self.n_batch = int(lib.llama_n_batch(self._ctx))  # llama.cpp lowers it to a small context's size
         self._batch = lib.llama_batch_init(N_BATCH, 0, 1)
         self._lock = threading.Lock()
@@ -101,10 +143,26 @@ class LlamaCppModel:
         self.generation_config = SimpleNamespace(eos_token_id=sorted(eos))
         self.device = torch.device("cpu")
         self.path = path
-        self._closed = weakref.finalize(self, _free_native, lib, self._batch, self._ctx, self._model)
+        self._closed = weakref.finalize(self, _free_context, lib, self._batch, self._ctx)
         self._current = self.threads
+        self._claimed = False
         # decided once, before the first token, the same for every arm on this model (see _kernels)
-        self.step_threads, self.lossless = _kernels(self)
+        self.step_threads, self.lossless = _weights.kernels if _weights else _kernels(self)
+        self._weights.kernels = (self.step_threads, self.lossless)
+
+    def own_context(self) -> LlamaCppModel:
+        """This model for the first caller that asks, a `fork()` for every later one: each chat
+        model on it gets a context no other writes into."""
+        with self._lock:
+            if not self._claimed:
+                self._claimed = True
+                return self
+        return self.fork()
+
+    def fork(self) -> LlamaCppModel:
+        """A model on the same mapped weights with a context (KV cells) of its own, running the
+        same kernel path: what it generates cannot depend on this one's calls."""
+        return LlamaCppModel(self.path, threads=self.threads, n_ctx=self.n_ctx, _weights=self._weights)
 
     # -- kv.Stepper ------------------------------------------------------------------------
     def new_cache(self, tokens: int) -> LlamaCache:
@@ -188,6 +246,33 @@ class LlamaCppModel:
         with self._lock:
             self.lib.llama_memory_seq_rm(self._memory, seq, keep, -1)
 
+    @property
+    def prompt_store_key(self) -> str:
+        """What a saved sequence state is valid for: this file, the library's build and the
+        kernel path (prefill threads, step threads), which decide the KV cache's bits."""
+        st = self.path.stat()
+        return f"{self.path.stem}-{st.st_size}-{_library_version()}-t{self.threads}-s{self.step_threads}"
+
+    def _save(self, seq: int, path: Path, tokens: list[int]) -> None:
+        ids = self.ffi.new("int32_t[]", tokens)
+        with self._lock:
+            written = self.lib.llama_state_seq_save_file(self._ctx, str(path).encode(), seq, ids, len(tokens))
+        if written == 0:
+            raise OSError(f"llama.cpp could not write {path}")
+
+    def _load(self, seq: int, path: Path, tokens: list[int]) -> int:
+        ids, count = self.ffi.new("int32_t[]", len(tokens)), self.ffi.new("size_t *")
+        with self._lock:
+            read = self.lib.llama_state_seq_load_file(self._ctx, str(path).encode(), seq, ids, len(tokens), count)
+            if read == 0 or list(ids[0 : count[0]]) != list(tokens):
+                self.lib.llama_memory_seq_rm(self._memory, seq, -1, -1)
+                raise ValueError(f"{path.name} does not hold the state of these {len(tokens)} tokens for this model")
+        return int(count[0])
+
+    def _copy(self, source: int, target: int, length: int) -> None:
+        with self._lock:
+            self.lib.llama_memory_seq_cp(self._memory, source, target, 0, length)
+
     def _release(self, seq: int) -> None:
         if self._closed.alive:
             with self._lock:
@@ -219,12 +304,7 @@ def _kernels(model: LlamaCppModel) -> tuple[int, bool]:
 
     from agenttrace.generation.models import cache_dir
 
-    try:
-        from importlib.metadata import version
-
-        lib = version("llama-cpp-py-sync")
-    except Exception:  # noqa: BLE001  (a copy without metadata: probe, keep nothing)
-        lib = None
+    lib = _library_version()
     key = f"{lib}|{model.path.name}|{model.path.stat().st_size}|{model.threads}|{platform.machine()}|{_cpu_name()}"
     store = cache_dir() / "llama-kernels.json"
     try:
@@ -246,6 +326,15 @@ def _kernels(model: LlamaCppModel) -> tuple[int, bool]:
     return int(threads), bool(lossless)
 
 
+def _library_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("llama-cpp-py-sync")
+    except Exception:  # noqa: BLE001  (a copy without metadata: probe, keep nothing)
+        return None
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -254,10 +343,24 @@ def _cpu_name() -> str:
         return ""
 
 
-def _free_native(lib, batch, ctx, model) -> None:
+class _Weights:
+    """A GGUF model loaded (mapped, not copied) once for every context on it: freed when the
+    last context's model object is gone."""
+
+    def __init__(self, lib, ffi, path: Path) -> None:
+        if not path.is_file():
+            raise ModelUnavailable(f"no GGUF file at {path}")
+        lib.llama_log_set(_quiet(ffi), ffi.NULL)
+        self.model = lib.llama_model_load_from_file(str(path).encode(), lib.llama_model_default_params())
+        if self.model == ffi.NULL:
+            raise ModelUnavailable(f"llama.cpp could not load {path} (not a GGUF model it knows?)")
+        self.kernels: tuple[int, bool] | None = None
+        weakref.finalize(self, lib.llama_model_free, self.model)
+
+
+def _free_context(lib, batch, ctx) -> None:
     lib.llama_batch_free(batch)
     lib.llama_free(ctx)
-    lib.llama_model_free(model)
 
 
 _LOG_CALLBACK = None

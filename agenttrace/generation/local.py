@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
-
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agenttrace.clock import Clock
 from agenttrace.core.chat import BatchFigures, CancelToken, Constraint, Generation, GenerationParams, Message
 from agenttrace.core.roofline import ModelShape, RooflineMeter
 from agenttrace.generation.adaptive import KController
 from agenttrace.generation.ceiling import MachinePeaks, model_shape
-from agenttrace.generation.compiled import CompiledDecoder, compiled_view
 from agenttrace.generation.constrain import GrammarCompiler
 from agenttrace.generation.device import device_clock, device_peaks
 from agenttrace.generation.drafters import Drafter, fork_drafter
@@ -24,8 +22,11 @@ from agenttrace.generation.packed import packed_view, packs_one_row
 from agenttrace.generation.prefix_cache import PrefixCache
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
     from agenttrace.generation.batching.engine import BatchEngine
     from agenttrace.generation.batching.sequence import BatchStats
+    from agenttrace.generation.compiled import CompiledDecoder
 
 
 def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message]) -> list[int]:
@@ -96,18 +97,25 @@ class LocalChatModel:
         # (an empty PrefixCache is falsy: test for the type, not truthiness)
         self.prefix_cache = prefix_cache if isinstance(prefix_cache, PrefixCache) else (PrefixCache() if prefix_cache else None)
         # A model that runs its passes itself (llama_backend.LlamaCppModel) keeps its KV cache
-        # outside torch: no prepacked view, prefix cache, compiled graphs, engine or features.
-        native = isinstance(model, Stepper) and not isinstance(model, CompiledDecoder)
+        # outside torch: no prepacked view, compiled graphs, engine or features (its prefix cache
+        # keeps the library's sequences: prefix_cache.py).
+        native = isinstance(model, Stepper) and getattr(model, "native", False) is True
         if native:
             self.provider_name = getattr(model, "provider_name", self.provider_name)
             unsupported = [what for what, asked in (
-                ("a prefix cache (prefix_cache=False)", self.prefix_cache is not None),
                 ("compiled graphs (compiled=False)", bool(compiled)), ("a batching engine (engine=None)", engine is not None),
                 (f"the {getattr(drafter, 'method', '')} drafter's target features", getattr(drafter, "reads_features", False)),
             ) if asked]
             if unsupported:
                 raise ValueError(f"{model!r} keeps its KV cache in its own library: it takes no {', '.join(unsupported)}")
             packed_verify = False
+            if prefix_cache is True:  # the default cache keeps shared prompt prefixes on disk too
+                from agenttrace.generation.prompt_store import PromptStore
+
+                self.prefix_cache.store = PromptStore.for_model(model)
+            # a context of its own: which cells a call gets (so its bits) depends on what else
+            # the context holds (llama_backend's docstring)
+            model = model.own_context()
         if packed_verify is None:
             # Plain decoding takes the packed view too where this process runs 1-row products on
             # it (packed.packs_one_row): a baseline and a speculative arm's plain steps then run
@@ -123,6 +131,8 @@ class LocalChatModel:
             raise ValueError("the batching engine runs eager passes: use it with compiled=False")
         self.engine = engine
         if compiled is True:
+            from agenttrace.generation.compiled import compiled_view  # (transformers' static cache: on demand)
+
             compiled = compiled_view(model)
         self.compiled: CompiledDecoder | None = compiled or None
         # (with an engine the engine's passes run, on its own prepacked view: no copy here)
@@ -134,7 +144,9 @@ class LocalChatModel:
         self._grammars: GrammarCompiler | None = None
         self._shape: ModelShape | None = None
         self._peaks: MachinePeaks | None = None
-        if roofline and isinstance(model, PreTrainedModel):
+        # (a PreTrainedModel means transformers is imported: the test costs nothing otherwise)
+        transformers = sys.modules.get("transformers")
+        if roofline and transformers is not None and isinstance(model, transformers.PreTrainedModel):
             try:
                 self._shape = model_shape(model)
                 self._peaks = device_peaks(model.device)
@@ -181,12 +193,13 @@ class LocalChatModel:
             raise ValueError("a compiled model's static cache serves one generation at a time: make siblings of an "
                              "eager model (compiled=False)")
         drafter = fork_drafter(self.drafter) if self.drafter is not None else None
-        cache = PrefixCache(self.prefix_cache.max_bytes) if self.prefix_cache is not None else False
+        cache = (PrefixCache(self.prefix_cache.max_bytes, self.prefix_cache.store) if self.prefix_cache is not None
+                 else False)
         sib = LocalChatModel(self.model, self.tokenizer, name=self._name, drafter=drafter,
                              num_speculative_tokens=self.num_speculative_tokens or 3, prefix_cache=cache,
                              packed_verify=False, clock=self.clock if self._own_clock else None,
                              engine=engine or self.engine, **self._settings)
-        if sib.engine is None:
+        if sib.engine is None and not isinstance(sib._runner, Stepper):
             sib._runner = self._runner  # the prepacked view is read-only: shared, not copied
         return sib
 

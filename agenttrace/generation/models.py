@@ -64,6 +64,27 @@ class LoadedModel:
     phases_s: dict[str, float] = field(default_factory=dict)  # where the load's time went, in order
 
 
+def _load_gguf(name_or_path: str | None, threads: int | None, n_ctx: int, phase, phases) -> LoadedModel:
+    """A GGUF on llama.cpp's kernels with its tokenizer, without importing transformers."""
+    bundled = name_or_path in (None, "bundled", BUNDLED_MODEL_NAME)
+    gguf = find_bundled_gguf() if bundled else Path(name_or_path)
+    if not gguf.is_file() or gguf.suffix != ".gguf":
+        raise ModelUnavailable(f"the llama.cpp backend loads a .gguf file; {gguf} is not one")
+    from agenttrace.generation.chat_tokenizer import ChatTokenizer, cached_tokenizer_folder, tokenizer_folder
+    from agenttrace.generation.llama_backend import LlamaCppModel
+
+    phase("import torch and llama.cpp")
+    made = not (cached_tokenizer_folder(gguf, cache_dir()) / "tokenizer.json").is_file()
+    tokenizer = ChatTokenizer.from_folder(tokenizer_folder(gguf, cache_dir()))
+    phase("tokenizer")  # (on a cold cache: written from the GGUF first, ~10 s once)
+    model = LlamaCppModel(gguf, threads=threads, n_ctx=n_ctx)
+    phase("map the weights")
+    name = BUNDLED_MODEL_NAME if bundled else gguf.stem
+    # converted: this load made the cache's files (the tokenizer; the library copy and the kernel
+    # probe with it), the one-off path a cold start measures
+    return LoadedModel(model, tokenizer, name, str(gguf), made, "gguf", phases)
+
+
 def cache_dir() -> Path:
     """Where converted models live: $AGENTTRACE_CACHE_DIR or the user cache dir."""
     env = os.environ.get("AGENTTRACE_CACHE_DIR")
@@ -147,8 +168,14 @@ def load_weights(weights: str, name_or_path: str | None = None, *, device: str =
 
 
 def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: str = "float32",
-               quantize: str | None = None, clock: Clock | None = None) -> LoadedModel:
+               quantize: str | None = None, clock: Clock | None = None, backend: str = "torch",
+               threads: int | None = None, n_ctx: int = 8192) -> LoadedModel:
     """Load a causal LM and its tokenizer.
+
+    `backend` "llama.cpp" loads a GGUF file (`name_or_path`, or the bundled one) on llama.cpp's
+    kernels instead (generation/llama_backend.py; the `llamacpp` extra), mapped, with its
+    tokenizer read without transformers (generation/chat_tokenizer.py), on `threads` threads and a
+    context of `n_ctx` tokens; dtype and quantize do not apply (the file's weights are used).
 
     `None` or "bundled" loads the bundled SmolLM2 (converting it once); a folder loads from disk;
     anything else is a hub name, which needs network access or a warm hub cache. `dtype`
@@ -165,6 +192,14 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
         now = clock.now_ns()
         phases[name] = phases.get(name, 0.0) + (now - mark) / 1e9
         mark = now
+
+    if backend == "llama.cpp":
+        if device != "cpu" or quantize is not None:
+            raise ModelUnavailable("the llama.cpp backend runs a GGUF's own weights on the CPU: drop --device, "
+                                   "--quantize (or use the torch backend)")
+        return _load_gguf(name_or_path, threads, n_ctx, phase, phases)
+    if backend != "torch":
+        raise ModelUnavailable(f"unknown backend {backend!r}; choose torch or llama.cpp")
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

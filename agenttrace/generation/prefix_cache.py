@@ -7,6 +7,11 @@ Entries hold the per-layer key/value tensors of a finished call. A new call gets
 built from slices of the best entry, so the stored tensors are never modified (transformers'
 dynamic cache grows by concatenation, which allocates): two calls may share one prefix safely.
 Memory is bounded in bytes; the least recently used entries go first.
+
+A model that keeps its KV cache in its own library (llama_backend's) gives caches that `share` a
+prefix themselves: an entry then keeps the finished call's cache object, and a hit is that
+cache's `share(length)`, bounded also by what the cache says one prefix cache may keep of its
+context (`max_kept_bytes`).
 """
 
 from __future__ import annotations
@@ -14,13 +19,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
-from transformers import Cache, DynamicCache, PreTrainedModel, StaticCache
-from transformers.cache_utils import DynamicLayer, StaticLayer
 
 from agenttrace.generation import kv
+
+if TYPE_CHECKING:
+    from transformers import Cache, PreTrainedModel
+
+    from agenttrace.generation.prompt_store import PromptStore
 
 _log = logging.getLogger(__name__)
 
@@ -31,6 +39,7 @@ class _Entry:
     layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values): [1, heads, len, dim]
     nbytes: int
     features: torch.Tensor | None = None  # [len, d]: the target's features there, for feature drafters
+    native: object | None = None  # a library-kept cache (llama_backend.LlamaCache) instead of `layers`
 
 
 class Hit(NamedTuple):
@@ -45,8 +54,10 @@ class Hit(NamedTuple):
 class PrefixCache:
     """Longest-common-prefix reuse of earlier calls' KV caches, within `max_bytes`."""
 
-    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
+    def __init__(self, max_bytes: int = 512 * 2**20, store: PromptStore | None = None) -> None:
         self.max_bytes = max_bytes
+        # prefixes on disk for later processes (prompt_store.py): for models whose caches save
+        self.store = store
         self._entries: list[_Entry] = []  # most recently used last
         self.hits = 0
         self.reused_tokens = 0
@@ -79,13 +90,25 @@ class PrefixCache:
             n = kv.common_prefix_length(entry.tokens, prompt)
             if n > length:
                 best, length = entry, n
-        length = min(length, len(prompt) - 1)
+        shared, length = length, min(length, len(prompt) - 1)
+        if self.store is not None and not features:
+            loaded = self.store.load(model, prompt, tokens, longer_than=length)
+            if loaded is not None:  # a prefix an earlier process kept on disk
+                self.hits += 1
+                self.reused_tokens += loaded[1]
+                return Hit(*loaded, None)
         if best is None or length <= 0:
             return Hit(kv.new_cache(model, tokens), 0, None)
         self._entries.remove(best)
         self._entries.append(best)  # most recently used
         self.hits += 1
         self.reused_tokens += length
+        if best.native is not None:
+            if self.store is not None and shared < min(len(best.tokens), len(prompt) - 1):
+                # two conversations part here: what they share (the system prompt, the tools) is
+                # what the next process sends again, so it goes to disk (once)
+                self.store.save(best.native, prompt[:shared])
+            return Hit(best.native.share(length, tokens), length, None)
         data = [(k[:, :, :length], v[:, :, :length]) for k, v in best.layers]
         feats = best.features[:length] if features and best.features is not None else None
         if isinstance(model, kv.Stepper):  # a compiled model: its own static cache, filled
@@ -93,11 +116,20 @@ class PrefixCache:
             for layer, (k, v) in zip(cache.layers, data, strict=True):
                 layer.update(k, v)  # copies into the static tensors: the entry stays as stored
             return Hit(cache, length, feats)
+        from transformers import DynamicCache
+
         return Hit(DynamicCache(ddp_cache_data=data, config=model.config), length, feats)
 
     def put(self, tokens: Sequence[int], cache: Cache, features: torch.Tensor | None = None) -> None:
         """Keep `cache`, which holds the KV entries of `tokens` (prompt and generated text), and
         the target's features of those positions when given (at least the cache's length)."""
+        if callable(getattr(cache, "share", None)):
+            self._keep(_Entry(tuple(tokens[: kv.cached_length(cache)]), [], cache.nbytes, native=cache),
+                       min(self.max_bytes, cache.max_kept_bytes))
+            return
+        from transformers import StaticCache
+        from transformers.cache_utils import DynamicLayer, StaticLayer
+
         if not all(type(layer) in (DynamicLayer, StaticLayer) and layer.is_initialized for layer in cache.layers):
             # Sliding-window or hybrid layers keep only part of the sequence: a prefix cut from
             # them would be wrong, so such models run without prefix reuse.
@@ -113,11 +145,14 @@ class PrefixCache:
         if features is not None:
             features = features[:length] if features.shape[0] >= length else None
         nbytes = sum(k.nbytes + v.nbytes for k, v in layers) + (features.nbytes if features is not None else 0)
-        if nbytes > self.max_bytes:
+        self._keep(_Entry(tokens, layers, nbytes, features), self.max_bytes)
+
+    def _keep(self, entry: _Entry, max_bytes: int) -> None:
+        if entry.nbytes > max_bytes:
             return
         # An entry that is a prefix of the new one is covered by it (unless only it has features).
-        self._entries = [e for e in self._entries if kv.common_prefix_length(e.tokens, tokens) < len(e.tokens)
-                         or (e.features is not None and features is None)]
-        self._entries.append(_Entry(tokens, layers, nbytes, features))
-        while self.nbytes > self.max_bytes:
+        self._entries = [e for e in self._entries if kv.common_prefix_length(e.tokens, entry.tokens) < len(e.tokens)
+                         or (e.features is not None and entry.features is None)]
+        self._entries.append(entry)
+        while self.nbytes > max_bytes:
             self._entries.pop(0)

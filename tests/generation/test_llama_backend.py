@@ -44,15 +44,22 @@ def test_the_c99_copy_asks_nothing_of_glibc_2_38_and_changes_nothing_else():
 
 
 @pytest.fixture(scope="module")
-def llama(bundled):
+def llama():
     """The bundled GGUF on llama.cpp, one thread (its verify passes then give each position a
-    one-token step's bits), with the bundled tokenizer."""
-    from agenttrace.generation.llama_backend import LlamaCppModel
-    from agenttrace.generation.models import find_bundled_gguf
+    one-token step's bits), with its tokenizer read without transformers (chat_tokenizer.py)."""
+    from agenttrace.generation.models import load_model
 
-    model = LlamaCppModel(find_bundled_gguf(), threads=1, n_ctx=2048)
-    yield model, bundled.tokenizer
+    loaded = load_model(backend="llama.cpp", threads=1, n_ctx=2048)
+    model = loaded.model
+    yield model, loaded.tokenizer
     model.close()
+
+
+def _sequences_back(chat_model) -> bool:
+    """Every generation on the chat model's own context gave its sequence back."""
+    from agenttrace.generation.llama_backend import SEQUENCES
+
+    return sorted(chat_model._runner._free) == list(range(SEQUENCES))
 
 
 def _ids(chat_model, text: str) -> list[int]:
@@ -83,7 +90,41 @@ def test_greedy_speculation_on_llama_cpp_equals_its_plain_greedy(llama):
             accepted += sum(r.accepted for r in out.rounds)
             rejected += sum(r.accepted < r.drafted for r in out.rounds)
     assert accepted > 0 and rejected > 0  # drafts were kept and cut back out of llama.cpp's KV cache
-    assert sorted(model._free) == list(range(8))  # every generation gave its sequence back
+    assert all(_sequences_back(m) for m in (plain, *arms.values()))
+    assert len({id(m._runner) for m in (plain, *arms.values())}) == 4  # a context each, one mapped model
+
+
+@pytest.mark.model
+def test_a_prefix_cache_on_llama_cpp_reuses_cells_and_keeps_arms_identical(llama):
+    """Over a conversation, each call starts from the longest prefix an earlier call left in the
+    arm's own context (cells shared by llama_memory_seq_cp, nothing copied); plain and
+    speculative arms with a prefix cache give the same text at every turn."""
+    from agenttrace.generation.drafters import PromptLookupDrafter
+    from agenttrace.generation.local import LocalChatModel
+
+    model, tok = llama
+    arms = {"plain": LocalChatModel(model, tok, prefix_cache=True),
+            "k3": LocalChatModel(model, tok, drafter=PromptLookupDrafter(), num_speculative_tokens=3,
+                                 fallback=False, prefix_cache=True),
+            "adaptive": LocalChatModel(model, tok, drafter=PromptLookupDrafter(), num_speculative_tokens=16,
+                                       adaptive=True, prefix_cache=True)}
+    texts = {}
+    for name, arm in arms.items():
+        history = [Message(role="system", content="You call tools with JSON arguments: weather(city), search(q).")]
+        texts[name] = []
+        for text in _PROMPTS:
+            history.append(Message(role="user", content=text))
+            reply = arm.chat(history, GenerationParams(max_tokens=32))
+            texts[name].append(reply.text)
+            history.append(Message(role="assistant", content=reply.text))
+        cache = arm.prefix_cache
+        assert cache.hits == len(_PROMPTS) - 1 and cache.reused_tokens > 100, name
+        assert 0 < cache.nbytes <= cache._entries[-1].native.max_kept_bytes
+    assert texts["k3"] == texts["plain"] and texts["adaptive"] == texts["plain"]
+    for arm in arms.values():
+        kept = len(arm.prefix_cache)
+        assert sorted(arm._runner._free + [e.native.seq for e in arm.prefix_cache._entries]) == sorted(
+            range(len(arm._runner._free) + kept))  # a sequence per kept entry, the rest free
 
 
 @pytest.mark.model
@@ -101,7 +142,7 @@ def test_siblings_generate_at_once_each_in_its_own_sequence(llama):
         try:
             _, out = models[i].complete_ids(_ids(first, _PROMPTS[i]), GenerationParams(max_tokens=32))
             outs[i] = out.tokens
-        except Exception as exc:  # noqa: BLE001  reported below, with the others
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
@@ -110,12 +151,11 @@ def test_siblings_generate_at_once_each_in_its_own_sequence(llama):
     for t in threads:
         t.join(timeout=300)
     assert not errors and len(outs) == 3 and all(outs.values())
-    assert sorted(model._free) == list(range(8))
-    # alone, each prompt gives text of the same kind (other sequences' cells are masked out of
-    # its attention; their count can change a sum's order, so this compares the start only)
+    assert all(_sequences_back(m) for m in models)
+    # each sibling has a context of its own: alone, each prompt gives the very same tokens
     for i in range(3):
         _, alone = first.complete_ids(_ids(first, _PROMPTS[i]), GenerationParams(max_tokens=32))
-        assert alone.tokens[:4] == outs[i][:4]
+        assert alone.tokens == outs[i]
 
 
 @pytest.mark.model
@@ -126,8 +166,8 @@ def test_what_the_backend_cannot_take_it_says(llama, bundled):
     from agenttrace.generation.models import find_bundled_gguf
 
     model, tok = llama
-    with pytest.raises(ValueError, match="prefix cache"):
-        LocalChatModel(model, tok, prefix_cache=True)
+    with pytest.raises(ValueError, match="compiled graphs"):
+        LocalChatModel(model, tok, compiled=True)
     small = LlamaCppModel(find_bundled_gguf(), threads=1, n_ctx=64)  # llama.cpp pads it; its batch stays smaller
     n = small.n_ctx
     try:
@@ -143,7 +183,7 @@ def test_what_the_backend_cannot_take_it_says(llama, bundled):
         with pytest.raises(ValueError, match="at most"):
             small.forward(list(range(small.n_batch + 1)), cache)
         del cache
-        assert sorted(small._free) == list(range(8))  # every cache gave its sequence back
+        assert _sequences_back(chat)  # every cache gave its sequence back
         _, out = chat.complete_ids(list(range(100, 120)), GenerationParams(max_tokens=4))
         assert len(out.tokens) == 4  # and the model still serves
     finally:
