@@ -64,6 +64,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
     a("--dtype", default=unset, help="float32, bfloat16 or float16 (default float32)")
     a("--quantize", choices=("int8", "int4"), default=unset,
       help="weight-only quantized linear layers on the CPU, bf16 activations (quantized once, then cached)")
+    a("--backend", choices=("torch", "llama.cpp"), default=unset,
+      help="torch (default), or llama.cpp: the bundled GGUF (or --model FILE.gguf) on llama.cpp's kernels, with "
+           "the baseline and prompt-lookup arms (the llamacpp extra)")
     a("--compiled", action="store_true", default=unset,
       help="every arm decodes through torch.compile graphs over a static KV cache; each new shape compiles "
            "on first use (tens of seconds on a CPU; the warm-up task compiles the common ones)")

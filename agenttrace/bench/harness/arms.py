@@ -77,6 +77,24 @@ def check_arms(arms: tuple[str, ...]) -> None:
         raise ValueError(f"unknown arm(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}")
 
 
+# what our loop runs on llama.cpp's kernels: drafters that need only tokens (no features, no draft
+# model over torch layers)
+LLAMA_CPP_ARMS = ("baseline", "prompt_lookup", "prompt_lookup_fixed")
+
+
+def load_for(opts: HarnessOptions, clock=None) -> LoadedModel:
+    """The model every arm runs on, as `opts` asks (backend, weights, device, threads)."""
+    from agenttrace.generation.models import load_model
+
+    if opts.backend == "llama.cpp":
+        unfit = [a for a in opts.arms if decoding(a)[0] not in LLAMA_CPP_ARMS]
+        if unfit or opts.compiled:
+            raise ValueError(f"the llama.cpp backend runs the {', '.join(LLAMA_CPP_ARMS)} arms (and their constrained "
+                             f"variants), eager: drop {', '.join(unfit) or '--compiled'}")
+        return load_model(opts.model, backend="llama.cpp", threads=opts.threads, clock=clock)
+    return load_model(opts.model, device=opts.device, dtype=opts.dtype, quantize=opts.quantize, clock=clock)
+
+
 def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions, engine=None) -> LocalChatModel:
     """A fresh `LocalChatModel` for `arm` over the loaded weights (its own caches and controller);
     with `engine`, generating in that shared batching engine."""
@@ -84,10 +102,13 @@ def build_model(arm: str, loaded: LoadedModel, opts: HarnessOptions, engine=None
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.prefix_cache import PrefixCache
+    from agenttrace.generation.prompt_store import PromptStore
 
     check_arms((arm,))
     arm = decoding(arm)[0]
-    cache = PrefixCache(max_bytes=opts.prefix_cache_mb * 2**20) if opts.prefix_cache_mb > 0 else False
+    # (on llama.cpp's kernels the cache also keeps shared prompt prefixes on disk: prompt_store.py)
+    store = PromptStore.for_model(loaded.model)
+    cache = PrefixCache(max_bytes=opts.prefix_cache_mb * 2**20, store=store) if opts.prefix_cache_mb > 0 else False
     common = {"name": loaded.name, "prefix_cache": cache, **({"engine": engine} if engine is not None else {})}
     if arm == "baseline":
         return LocalChatModel(loaded.model, loaded.tokenizer, compiled=_compiled(loaded, opts, 0), **common)

@@ -12,10 +12,12 @@ from agenttrace.clock import default_clock  # standard library only: nothing hea
 
 _T_MAIN = default_clock().now_ns()  # the interpreter is up and this module is being imported
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-from dataclasses import replace  # noqa: E402
+import argparse
+import json
+import sys
+from dataclasses import replace
+
+from agenttrace.bench.harness.options import HarnessOptions
 
 
 def _first_valid_call_s(trace: str) -> tuple[float | None, str | None]:
@@ -35,21 +37,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--result", required=True)
     args = p.parse_args(argv)
 
-    import torch  # (what every start pays: torch, transformers, the package)
-    import transformers  # noqa: F401  (imported for its cost, as every start pays it)
+    opts = HarnessOptions.from_json(json.loads(args.options))
+    import torch  # (what every start pays: torch, the backend's library, the package)
 
-    from agenttrace.bench.harness.arms import build_model
-    from agenttrace.bench.harness.options import HarnessOptions
+    if opts.backend == "torch":
+        import transformers  # noqa: F401  (imported for its cost, as every start on this backend pays it)
+    else:
+        from agenttrace.generation import llama_backend  # noqa: F401  (the library it opens)
+
+    from agenttrace.bench.harness.arms import build_model, load_for
     from agenttrace.bench.workloads import load_suite
-    from agenttrace.generation.models import load_model
     from agenttrace.testing import capture_telemetry
 
     clock = default_clock()
     t_imports = clock.now_ns()
-    opts = HarnessOptions.from_json(json.loads(args.options))
     if opts.threads:
         torch.set_num_threads(opts.threads)
-    loaded = load_model(opts.model, device=opts.device, dtype=opts.dtype, quantize=opts.quantize)
+    loaded = load_for(opts)
     t_loaded = clock.now_ns()
     suite = load_suite("tool_calls")
     task = next(t for t in suite.tasks if t.id == args.task)

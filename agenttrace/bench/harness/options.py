@@ -29,6 +29,7 @@ class HarnessOptions:
     model: str | None = None  # None: the bundled SmolLM2-135M-Instruct
     dtype: str = "float32"
     quantize: str | None = None  # "int8" / "int4": weight-only quantized linear layers (generation/quantize.py)
+    backend: str = "torch"  # or "llama.cpp": the model's GGUF on llama.cpp's kernels (generation/llama_backend.py)
     compiled: bool = False  # every arm decodes through torch.compile graphs over a static cache (compiled.py)
     # torch intra-op threads; None: torch's default (one per core). On a machine whose cores other
     # processes also use, 2 threads on 2 cores ran 5x slower than 1 (OpenMP threads wait for each

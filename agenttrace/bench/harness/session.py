@@ -130,14 +130,14 @@ def _measure(opts: HarnessOptions, manifest: Manifest, suites: dict, console: Co
     if not chunks and not pending:
         console.print(f"{opts.out}: every chunk and scenario is measured already; rendering.")
         return
+    from agenttrace.bench.harness.arms import load_for
     from agenttrace.generation.device import device_clock
-    from agenttrace.generation.models import load_model
 
     done = len(manifest.chunks_done)
     if done:
         console.print(f"Resuming {opts.out}: {done} chunk(s) measured, {len(chunks)} to go, {len(pending)} scenario(s).")
     console.print("Loading the model (the first run converts the bundled model once, about 30 s)...")
-    loaded = load_model(opts.model, device=opts.device, dtype=opts.dtype, quantize=opts.quantize)
+    loaded = load_for(opts)
     # On CUDA a reading waits for the queued kernels, as the models' own clocks do (same time base).
     clock = device_clock(loaded.model.device, clock)
     meter = ResourceMeter(opts.device)

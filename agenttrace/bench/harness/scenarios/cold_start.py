@@ -79,7 +79,7 @@ def _start(ctx: ScenarioContext, arm: str, cache_dir: str | None) -> Start:
         (first - r["agent_ns"]) / 1e9 if first else None, bool(r["converted"]),
         "" if first else f"no valid tool call (task {r['outcome']})",
         tokenizer_s=phases.get("tokenizer"),
-        weights_s=sum(v for k, v in phases.items() if k not in ("tokenizer", "import torch and transformers")),
+        weights_s=sum(v for k, v in phases.items() if k != "tokenizer" and not k.startswith("import")),
         agent_s=(r["agent_ns"] - r["loaded_ns"]) / 1e9,
     )
     if start.total_s is not None:
