@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agenttrace import (
+    BackendChoice,
     ChatModel,
     Clock,
     LocalChatModel,
@@ -25,6 +26,7 @@ from agenttrace import (
     TaskResult,
     Telemetry,
     TreeShape,
+    choose_backend,
     head_drafter,
     load_model,
     make_console,
@@ -71,26 +73,36 @@ class DemoOptions:
     quantize: str | None = None  # "int4" / "int8": weight-only quantized linear layers (quantized once, cached)
     drafter: str = "lookup+eagle"  # the speculative arm's: lookup, eagle, or lookup+eagle (DRAFTERS)
     suite: str = "tool_calls"  # the task set and its agent (agents/suites.py); its first `tasks` tasks run
+    # torch, llama.cpp (the GGUF on llama.cpp's kernels), or auto: the one measured faster on this
+    # machine for this demo (choose_backend: once, then read from the cache)
+    backend: str = "auto"
 
 
-def _drafter(name: str, loaded, console: Console):
+def _drafter(name: str, loaded, console: Console | None):
     """The speculative arm's drafter: prompt lookup, the trained EAGLE head's draft trees (the
     bundled model's head ships with agenttrace; another model needs `agenttrace train-drafter`),
-    or prompt lookup where it matches and EAGLE elsewhere. Without a head, prompt lookup alone,
-    saying why."""
+    or prompt lookup where it matches and EAGLE elsewhere. Without a head, or on llama.cpp's
+    kernels (the heads read the target's features, which that backend does not give yet), prompt
+    lookup alone, saying why."""
     if name == "lookup":
+        return PromptLookupDrafter()
+    if loaded.weights == "gguf":
+        if console is not None:
+            console.print("on llama.cpp's kernels the speculative arm drafts with prompt lookup (the EAGLE head "
+                          "reads the target's features, which that backend does not give yet)")
         return PromptLookupDrafter()
     try:
         # on a CPU the int8 head drafts 3-4x faster than the fp32 one, accepted as often
         eagle = head_drafter("eagle", loaded.model, loaded.name, tree=TreeShape(),
                              int8=loaded.model.device.type == "cpu")
     except ModelUnavailable as exc:
-        console.print(f"[yellow]{exc}; the speculative arm drafts with prompt lookup alone[/]")
+        if console is not None:
+            console.print(f"[yellow]{exc}; the speculative arm drafts with prompt lookup alone[/]")
         return PromptLookupDrafter()
     return eagle if name == "eagle" else LookupThenHead(PromptLookupDrafter(), eagle)
 
 
-def _model_for(arm: str, loaded, opts: DemoOptions, console: Console) -> ChatModel:
+def _model_for(arm: str, loaded, opts: DemoOptions, console: Console | None) -> ChatModel:
     if arm == "baseline":
         return LocalChatModel(loaded.model, loaded.tokenizer, name=loaded.name, prefix_cache=opts.prefix_cache)
     if arm == "speculative":
@@ -106,6 +118,41 @@ def _model_for(arm: str, loaded, opts: DemoOptions, console: Console) -> ChatMod
     raise ValueError(f"unknown arm {arm!r}; choose from {', '.join(ARMS)}")
 
 
+def _load(backend: str, opts: DemoOptions):
+    if backend == "llama.cpp":
+        if opts.quantize:
+            raise ModelUnavailable("--quantize makes torch weight variants; the llama.cpp backend runs the GGUF's own "
+                                   "(drop one of the two)")
+        return load_model(backend="llama.cpp")
+    return load_model(quantize=opts.quantize)
+
+
+def _choose_backend(opts: DemoOptions, suite):
+    """The backend on which the demo's speculative arm runs the suite's first task sooner,
+    measured on this machine (once: later demos read the answer from the cache)."""
+    import tempfile
+
+    models = {}
+    task = suite.tasks[0]
+
+    def prepare(backend: str) -> None:
+        models[backend] = _load(backend, opts)
+
+    def measure(backend: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            tel = Telemetry(service_name="agenttrace-demo-backend-probe")
+            agent = suite.build_agent(_model_for("speculative", models[backend], opts, None), tel,
+                                      config=suite.config, workdir=Path(tmp))
+            agent.run(task)
+            tel.shutdown()
+
+    if opts.quantize:  # torch's weight variants: nothing to compare on llama.cpp
+        return BackendChoice("torch", {}, False, f"--quantize {opts.quantize} is a weight variant of the torch backend"), models
+    choice = choose_backend(f"demo:{opts.suite}:{task.id}:{opts.drafter}:k{opts.num_speculative_tokens}:"
+                            f"prefix{int(opts.prefix_cache)}", measure, prepare=prepare)
+    return choice, models
+
+
 def _texts(result: TaskResult) -> list[str]:
     return [a.text for s in result.steps for a in s.attempts]
 
@@ -116,13 +163,22 @@ def run_demo(opts: DemoOptions, console: Console | None = None, clock: Clock | N
     console = console or make_console()
     clock = clock if clock is not None else default_clock()
     t0 = clock.now_ns()
+    suite = load_suite(opts.suite)
+    backend, probed = opts.backend, {}
+    if backend == "auto":
+        console.print("Choosing the generation backend...")
+        choice, probed = _choose_backend(opts, suite)
+        backend = choice.backend
+        console.print(f"backend: {choice.describe()} (--backend torch or llama.cpp to choose)")
+        t0 = clock.now_ns()
     console.print("Loading the bundled model (the first run converts it once, about 30 s)...")
-    loaded = load_model(quantize=opts.quantize)
+    loaded = probed.pop(backend, None) or _load(backend, opts)  # (the measured one, else loaded now)
+    probed.clear()  # the other backend's model goes
     load_s = elapsed_s(clock, t0)
     how = "converted and loaded" if loaded.converted else "loaded from the cache"
-    console.print(f"{loaded.name} ({loaded.weights} weights) {how} in {load_s:.1f} s")
+    on = "on llama.cpp's kernels" if backend == "llama.cpp" else "on torch"
+    console.print(f"{loaded.name} ({loaded.weights} weights, {on}) {how} in {load_s:.1f} s")
 
-    suite = load_suite(opts.suite)
     tasks = suite.tasks[: opts.tasks]
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     files: dict[str, Path] = {}

@@ -50,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--quantize", choices=("int4", "int8"), default=None,
                       help="weight-only quantized linear layers with bf16 activations (int4: about 2x faster decoding "
                            "here); quantized once, then loaded from the cache")
+    demo.add_argument("--backend", choices=("auto", "torch", "llama.cpp"), default="auto",
+                      help="where the model runs: torch, llama.cpp's kernels on the GGUF itself (the llamacpp extra; "
+                           "prompt-lookup drafting), or auto (default): the one measured faster on this machine for "
+                           "this demo, once (about 20 s), then read from the cache")
     demo.add_argument("--summary-only", action="store_true", help="print only the run summary")
     demo.set_defaults(func=run)
 
@@ -78,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             metrics=args.metrics,
             constrained=args.constrained,
             quantize=args.quantize,
+            backend=args.backend,
             drafter=args.drafter,
         )
     )

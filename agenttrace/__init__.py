@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         ToolError,
         ToolFailed,
     )
+    from agenttrace.generation.backend_choice import BackendChoice, choose_backend
     from agenttrace.generation.batching.engine import BatchEngine
     from agenttrace.generation.drafters import PromptLookupDrafter
     from agenttrace.generation.head_drafters import LookupThenHead, TreeShape, head_drafter
@@ -140,6 +141,8 @@ __all__ = [
     "generation_span",
     "head_drafter",
     "load_model",
+    "choose_backend",
+    "BackendChoice",
     "load_tasks",
     "make_console",
     "memory_span",
@@ -236,6 +239,9 @@ _LAZY = {
     "TreeShape": "agenttrace.generation.head_drafters",
     "LookupThenHead": "agenttrace.generation.head_drafters",
     "load_model": "agenttrace.generation.models",
+    # which backend (torch, llama.cpp's kernels) runs a workload sooner on this machine, measured
+    "choose_backend": "agenttrace.generation.backend_choice",
+    "BackendChoice": "agenttrace.generation.backend_choice",
     # reports pull in numpy and rich; a wrapped agent that only records spans need not
     "report_from_files": "agenttrace.report",
     "render_report": "agenttrace.report.terminal",

@@ -10,7 +10,7 @@ from agenttrace.report import report_from_files
 
 @pytest.mark.model
 def test_demo_writes_a_trace_whose_report_adds_up(tmp_path, capsys, bundled):
-    outcome = run_demo(DemoOptions(tasks=2, arms=("baseline", "speculative"), trace_dir=tmp_path))
+    outcome = run_demo(DemoOptions(tasks=2, arms=("baseline", "speculative"), trace_dir=tmp_path, backend="torch"))
     out = capsys.readouterr().out
     assert "run summary" in out and "arms side by side" in out
     files = sorted(tmp_path.glob("demo-*.jsonl"))
@@ -33,7 +33,8 @@ def test_demo_writes_a_trace_whose_report_adds_up(tmp_path, capsys, bundled):
 def test_the_long_horizon_demo_reports_memory_compaction_and_delegation(tmp_path, capsys, bundled):
     """Its first three tasks on the bundled model (about 90 s on 2 cores): a fact from memory, a
     delegation, and two documents that pass the compaction budget."""
-    outcome = run_demo(DemoOptions(suite="long_horizon", tasks=3, arms=("speculative",), trace_dir=tmp_path))
+    outcome = run_demo(DemoOptions(suite="long_horizon", tasks=3, arms=("speculative",), trace_dir=tmp_path,
+                                  backend="torch"))
     out = capsys.readouterr().out
     assert "by stage (critical path)" in out and "compaction" in out
     (trace,) = tmp_path.glob("demo-*.jsonl")
@@ -49,3 +50,15 @@ def test_the_long_horizon_demo_reports_memory_compaction_and_delegation(tmp_path
     for task in report.tasks:
         assert task.stages.total() == pytest.approx(task.wall_s, rel=1e-6)
     assert len(outcome.results["speculative"]) == 3
+
+
+@pytest.mark.model
+def test_the_demo_on_llama_cpp_kernels_says_so_and_speculation_changes_nothing(tmp_path, capsys):
+    pytest.importorskip("llama_cpp_py_sync", reason="the llamacpp extra is not installed")
+    outcome = run_demo(DemoOptions(tasks=2, arms=("baseline", "speculative"), trace_dir=tmp_path, backend="llama.cpp"))
+    out = capsys.readouterr().out
+    assert "gguf weights, on llama.cpp's kernels" in out and "drafts with prompt lookup" in out
+    assert outcome.identical_outputs and [len(r) for r in outcome.results.values()] == [2, 2]
+    report = report_from_files([str(outcome.files["speculative"])])
+    assert report.problems == [] and report.run.speculation.methods == ["prompt_lookup"]
+    assert report.run.speculation.rounds > 0

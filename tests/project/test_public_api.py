@@ -16,8 +16,8 @@ EXPECTED = {
     "render_report", "report_from_files", "make_console", "shutdown_all",
     # memory, compaction and delegation in the runtime
     "CompactionConfig", "MemoryStore", "MemoryUnavailable", "SubAgent", "delegation_tools",
-    # the trained draft heads
-    "head_drafter", "TreeShape", "LookupThenHead",
+    # the trained draft heads; which backend runs a workload sooner here
+    "head_drafter", "TreeShape", "LookupThenHead", "choose_backend", "BackendChoice",
     # wrapping agents users already have (agenttrace.instrument, agenttrace.adapters)
     "ContentPolicy", "PropagatingExecutor", "ValidationResult", "agent_span", "attempt_span", "compaction_span",
     "configure", "current_run", "current_step", "delegation_span", "final_answer", "generation_span", "memory_span",
