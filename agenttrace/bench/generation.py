@@ -272,12 +272,15 @@ def run(args: argparse.Namespace) -> int:
         if peer is not None:
             peer.close()
     if not args.no_rss and args.device == "cpu":
-        rss = {w: measure_peak_rss_mb(w, torch.get_num_threads()) for w in variants}
+        from agenttrace.bench.generation_arms import NATIVE_ARMS
+
+        native = any(a in NATIVE_ARMS for a in arm_names)  # our loop on llama.cpp: the "gguf" variant
+        rss = {w: measure_peak_rss_mb(w, torch.get_num_threads()) for w in [*variants, *(["gguf"] if native else [])]}
         for r in rows:
-            if r.weights.startswith("gguf") and peer is not None:
+            if r.arm in LLAMA_ARMS and peer is not None:
                 r.peak_rss_mb = peer.peak_rss_mb[r.arm == "llama_cpp_lookup"] or None
             else:
-                r.peak_rss_mb = rss.get(r.weights)
+                r.peak_rss_mb = rss.get("gguf" if r.weights.startswith("gguf") else r.weights)
     header = (f"{first.name}, batch 1, greedy, medians of {args.repeats} interleaved repeats; {machine()}; "
               f"read bandwidth {peaks.read_gb_s:.1f} GB/s, fp32 matmul {peaks.matmul_gflop_s:.0f} GFLOP/s")
     if args.json:

@@ -1,5 +1,5 @@
 """The process `agenttrace bench generation` starts per weight variant to measure its peak RSS:
-load the variant (from the cache), run one tool-call prompt with plain decoding and with prompt
+load the variant (from the cache; "gguf": the GGUF on llama.cpp's kernels), run one tool-call prompt with plain decoding and with prompt
 lookup (what the variant's arms run, prepacked verify weights included), print the peak in MiB.
 
     python -m agenttrace.bench.rss_child WEIGHTS THREADS
@@ -34,7 +34,12 @@ def main(argv: list[str]) -> int:
     from agenttrace.generation.models import load_weights
 
     torch.set_num_threads(threads)
-    loaded = load_weights(weights)
+    if weights == "gguf":  # our loop on llama.cpp's kernels over the GGUF itself
+        from agenttrace.generation.models import load_model
+
+        loaded = load_model(backend="llama.cpp", threads=threads)
+    else:
+        loaded = load_weights(weights)
     params = GenerationParams(max_tokens=64)
     messages = tool_call_prompts()[0]
     LocalChatModel(loaded.model, loaded.tokenizer).chat(messages, params)
