@@ -70,7 +70,7 @@ def assert_arrived(recorded: list[SpanRecord], phoenix) -> None:
 @pytest.mark.model
 def test_the_demo_exports_live_over_otlp_http(phoenix, tmp_path, capsys):
     rc = main([
-        "demo", "--tasks", "2", "--trace-dir", str(tmp_path), "--summary-only",
+        "demo", "--tasks", "2", "--trace-dir", str(tmp_path), "--summary-only", "--backend", "torch",
         "--otlp", phoenix.http_url, "--otlp-protocol", "http/protobuf",
     ])
     out = capsys.readouterr().out
