@@ -65,7 +65,7 @@ def choose_backend(workload: str, measure: Callable[[str], None], *, prepare: Ca
     `workload` and this machine (CPU, cores, torch threads and versions) unless `refresh`. A
     backend whose run raises loses, and the reason says so; with one backend available there is
     nothing to measure."""
-    from agenttrace.generation.models import cache_dir
+    from agenttrace.generation.cache import cache_dir
 
     backends = available_backends()
     if len(backends) == 1:

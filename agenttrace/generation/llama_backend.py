@@ -302,7 +302,7 @@ def _kernels(model: LlamaCppModel) -> tuple[int, bool]:
     import json
     import platform
 
-    from agenttrace.generation.models import cache_dir
+    from agenttrace.generation.cache import cache_dir
 
     lib = _library_version()
     key = f"{lib}|{model.path.name}|{model.path.stat().st_size}|{model.threads}|{platform.machine()}|{_cpu_name()}"

@@ -59,7 +59,7 @@ def open_library() -> tuple[Any, Any]:
 def _c99_copy(folder: Path) -> Path:
     """A copy of the package's libraries that loads on a glibc older than 2.38 (module docstring),
     made once per installed version in agenttrace's cache; its libllama.so."""
-    from agenttrace.generation.models import cache_dir
+    from agenttrace.generation.cache import cache_dir
 
     stamp = f"{folder.stat().st_mtime_ns}-{(folder / 'libllama.so').stat().st_size}"
     target = cache_dir() / "llama-cpp-c99" / stamp

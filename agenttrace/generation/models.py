@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from agenttrace.clock import Clock, default_clock
 from agenttrace.errors import ModelUnavailable
+from agenttrace.generation.cache import cache_dir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -83,16 +84,6 @@ def _load_gguf(name_or_path: str | None, threads: int | None, n_ctx: int, phase,
     # converted: this load made the cache's files (the tokenizer; the library copy and the kernel
     # probe with it), the one-off path a cold start measures
     return LoadedModel(model, tokenizer, name, str(gguf), made, "gguf", phases)
-
-
-def cache_dir() -> Path:
-    """Where converted models live: $AGENTTRACE_CACHE_DIR or the user cache dir."""
-    env = os.environ.get("AGENTTRACE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("agenttrace"))
 
 
 def find_bundled_gguf() -> Path:

@@ -47,7 +47,7 @@ class PromptStore:
         key = getattr(model, "prompt_store_key", None)
         if not isinstance(key, str):
             return None
-        from agenttrace.generation.models import cache_dir
+        from agenttrace.generation.cache import cache_dir
 
         return cls(cache_dir() / "prompts" / key)
 
