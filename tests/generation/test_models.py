@@ -10,6 +10,7 @@ from agenttrace.generation import models
 
 def test_a_missing_model_package_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setenv("AGENTTRACE_CACHE_DIR", str(tmp_path))
+    import transformers  # noqa: F401  (before distribution() is patched: importing it reads package metadata)
 
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)
