@@ -1,5 +1,5 @@
 """Where a fresh process's time goes before the first generation on llama.cpp's kernels (issue
-33's cold start): imports, the tokenizer (still transformers'), the mapped model, the chat model,
+33's cold start): imports, load_model (the tokenizer without transformers, the mapped model), the chat model,
 a 40-token greedy generation. Run it twice: the first run also makes the cached library copy and
 the kernel probe (generation/llama_backend.py).
 
@@ -18,18 +18,12 @@ def mark(name: str) -> None:
     marks.append((name, time.perf_counter()))
 
 
-from agenttrace.generation.models import bundled_model_dir, find_bundled_gguf
+from agenttrace.generation.models import load_model
 
 mark("import agenttrace.generation.models")
-from transformers import AutoTokenizer
-
-mark("import transformers")
-tok = AutoTokenizer.from_pretrained(bundled_model_dir(convert=False))
-mark("tokenizer")
-from agenttrace.generation.llama_backend import LlamaCppModel
-
-model = LlamaCppModel(find_bundled_gguf(), threads=int(sys.argv[1]) if len(sys.argv) > 1 else 1)
-mark("llama.cpp model (mapped)")
+loaded = load_model(backend="llama.cpp", threads=int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+mark("load_model: tokenizer (no transformers) and mapped weights")
+model, tok = loaded.model, loaded.tokenizer
 from agenttrace import GenerationParams, LocalChatModel
 from agenttrace.core.chat import Message
 
