@@ -11,7 +11,6 @@ agenttrace's cache per workload and machine, and says why; later runs read it.
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import os
 import platform
@@ -65,17 +64,13 @@ def choose_backend(workload: str, measure: Callable[[str], None], *, prepare: Ca
     `workload` and this machine (CPU, cores, torch threads and versions) unless `refresh`. A
     backend whose run raises loses, and the reason says so; with one backend available there is
     nothing to measure."""
-    from agenttrace.generation.cache import cache_dir
+    from agenttrace.generation.cache import read_json, write_json
 
     backends = available_backends()
     if len(backends) == 1:
         return BackendChoice(backends[0], {}, False, "llama.cpp's kernels need the llamacpp extra")
     key = f"{workload}|{_machine()}"
-    store = cache_dir() / _STORE
-    try:
-        known = json.loads(store.read_text()) if store.is_file() else {}
-    except (OSError, ValueError):
-        known = {}
+    known = read_json(_STORE)
     if not refresh and key in known and known[key].get("backend") in backends:
         hit = known[key]
         return BackendChoice(hit["backend"], hit["seconds"], True, hit["reason"])
@@ -106,11 +101,6 @@ def choose_backend(workload: str, measure: Callable[[str], None], *, prepare: Ca
     if failed:
         reason += "; " + "; ".join(f"{b} failed ({why})" for b, why in failed.items())
     known[key] = {"backend": best, "seconds": seconds, "reason": reason}
-    try:
-        store.parent.mkdir(parents=True, exist_ok=True)
-        tmp = store.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(known, indent=1))
-        tmp.replace(store)
-    except OSError as exc:  # a read-only cache: the next run measures again
-        _log.info("could not keep the backend choice in %s: %s", store, exc)
+    if not write_json(_STORE, known):  # a read-only cache: the next run measures again
+        _log.info("could not keep the backend choice in agenttrace's cache (%s)", _STORE)
     return BackendChoice(best, seconds, False, reason)

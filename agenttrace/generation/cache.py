@@ -3,10 +3,11 @@ its kernel probe and the prompt store all keep files there, and the loader impor
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir"]
+__all__ = ["cache_dir", "read_json", "write_json"]
 
 
 def cache_dir() -> Path:
@@ -17,3 +18,27 @@ def cache_dir() -> Path:
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("agenttrace"))
+
+
+def read_json(name: str) -> dict:
+    """A JSON object the cache keeps under `name` (a decision measured once: the kernel path, the
+    backend), or {} when it is missing or unreadable."""
+    try:
+        data = json.loads((cache_dir() / name).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_json(name: str, data: dict) -> bool:
+    """Keep `data` under `name`, written to a temporary file and renamed (a reader never sees half
+    of it); False when the cache cannot be written (the next process measures again)."""
+    store = cache_dir() / name
+    try:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        tmp = store.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(store)
+    except OSError:
+        return False
+    return True

@@ -299,29 +299,18 @@ def _kernels(model: LlamaCppModel) -> tuple[int, bool]:
     is the same for every arm). The probe (a 320-token prefill and a few steps, about 1-2 s) runs
     once per library, model file, thread count and CPU; its answer is kept in agenttrace's cache,
     so every process and arm takes the same path, however busy the machine is."""
-    import json
     import platform
 
-    from agenttrace.generation.cache import cache_dir
+    from agenttrace.generation.cache import read_json, write_json
 
     lib = _library_version()
     key = f"{lib}|{model.path.name}|{model.path.stat().st_size}|{model.threads}|{platform.machine()}|{_cpu_name()}"
-    store = cache_dir() / "llama-kernels.json"
-    try:
-        known = json.loads(store.read_text()) if lib and store.is_file() else {}
-    except (OSError, ValueError):
-        known = {}
+    known = read_json("llama-kernels.json") if lib else {}
     if key not in known:
         threads = model._step_path()
         known[key] = [threads or model.threads, threads is not None]
-        if lib:
-            try:
-                store.parent.mkdir(parents=True, exist_ok=True)
-                tmp = store.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(json.dumps(known, indent=1))
-                tmp.replace(store)
-            except OSError:  # a read-only cache: the next process probes again
-                pass
+        if lib:  # (a read-only cache: the next process probes again)
+            write_json("llama-kernels.json", known)
     threads, lossless = known[key]
     return int(threads), bool(lossless)
 
