@@ -115,11 +115,14 @@ def seed_facts(path: Path = SEED_FILE) -> list[str]:
 
 def _specialist_models(model: ChatModel) -> Callable[[], ChatModel]:
     """What each specialist generates with: on a local model, a sibling on the shared engine of
-    its weights (sub-agents at once batch); any other model is shared as it is."""
+    its weights (sub-agents at once batch), or a sibling of its own where the model takes no engine
+    (llama.cpp's kernels: a context each); any other model is shared as it is."""
     from agenttrace import BatchEngine, LocalChatModel
 
     if not isinstance(model, LocalChatModel) or model.compiled is not None:
         return lambda: model
+    if not model.batches:
+        return lambda: model.sibling()
     weights = model.model
     engine = _ENGINES.get(weights)
     if engine is None:

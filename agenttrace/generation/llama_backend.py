@@ -78,6 +78,12 @@ class LlamaCache:
             raise ValueError("a state file loads into an empty cache")
         self.length = self.model._load(self.seq, path, tokens)
 
+    def keep(self) -> None:
+        """Mark this cache as kept for reuse (a prefix cache's entry): when a call finds no free
+        cell, the model takes the oldest kept cache's cells back (its length drops to 0) rather
+        than fail the call."""
+        self.model._kept.append(weakref.ref(self))
+
     def share(self, length: int, tokens: int = 0) -> LlamaCache:
         """A new cache holding this one's first `length` tokens, sharing their cells (for a prefix
         cache: this one is kept as it is and never decoded into again)."""
@@ -136,6 +142,7 @@ class LlamaCppModel:
         self._batch = lib.llama_batch_init(N_BATCH, 0, 1)
         self._lock = threading.Lock()
         self._free = list(range(SEQUENCES))
+        self._kept: list[weakref.ref[LlamaCache]] = []  # LlamaCache.keep, oldest first
         eos = {int(lib.llama_vocab_eos(vocab)), int(lib.llama_vocab_eot(vocab))} - {-1}
         # what LocalChatModel reads of a transformers model
         self.config = SimpleNamespace(_name_or_path=f"{path.name} (llama.cpp)", vocab_size=self.vocab_size,
@@ -208,9 +215,13 @@ class LlamaCppModel:
             b.seq_id[i][0] = cache.seq
             b.logits[i] = outputs and (not last_only or i == n - 1)
         status = self.lib.llama_decode(self._ctx, b)
-        if status != 0:  # 1: no KV cell free for the batch; < 0: an error
+        while status == 1 and self._evict_kept(cache):  # 1: no KV cell free for the batch
+            status = self.lib.llama_decode(self._ctx, b)
+        if status != 0:  # < 0: an error
             self.lib.llama_memory_seq_rm(self._memory, cache.seq, base, -1)
-            raise RuntimeError(f"llama_decode failed ({status}) on {n} token(s) after {base}")
+            raise RuntimeError(f"llama_decode failed ({status}) on {n} token(s) after {base}"
+                               + (": no free KV cell in the context, nothing kept left to give back; use a larger n_ctx"
+                                  if status == 1 else ""))
         cache.length = base + n
         if not outputs:
             return torch.empty(0)
@@ -218,6 +229,17 @@ class LlamaCppModel:
         logits = self.lib.llama_get_logits(self._ctx)
         return torch.from_numpy(np.frombuffer(self.ffi.buffer(logits, rows * self.vocab_size * 4),
                                               dtype=np.float32).reshape(rows, self.vocab_size).copy())
+
+    def _evict_kept(self, calling: LlamaCache) -> bool:
+        """Free the oldest kept cache's cells (not the calling one's); False when none is left.
+        Called with the lock held."""
+        while self._kept:
+            kept = self._kept.pop(0)()
+            if kept is not None and kept is not calling and kept.length:
+                self.lib.llama_memory_seq_rm(self._memory, kept.seq, -1, -1)
+                kept.length = 0
+                return True
+        return False
 
     def _use_threads(self, n: int) -> None:
         if n != self._current:

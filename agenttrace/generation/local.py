@@ -116,6 +116,7 @@ class LocalChatModel:
             # a context of its own: which cells a call gets (so its bits) depends on what else
             # the context holds (llama_backend's docstring)
             model = model.own_context()
+        self.native = native
         if packed_verify is None:
             # Plain decoding takes the packed view too where this process runs 1-row products on
             # it (packed.packs_one_row): a baseline and a speculative arm's plain steps then run
@@ -202,6 +203,12 @@ class LocalChatModel:
         if sib.engine is None and not isinstance(sib._runner, Stepper):
             sib._runner = self._runner  # the prepacked view is read-only: shared, not copied
         return sib
+
+    @property
+    def batches(self) -> bool:
+        """Whether siblings of this model can share a BatchEngine: eager torch weights only (a
+        compiled model's static cache and a native library's KV cache take no engine)."""
+        return self.compiled is None and not self.native
 
     @property
     def method(self) -> str:

@@ -64,10 +64,16 @@ class PrefixCache:
 
     @property
     def nbytes(self) -> int:
-        return sum(e.nbytes for e in self._entries)
+        return sum(e.nbytes for e in self._live())
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._live())
+
+    def _live(self) -> list[_Entry]:
+        """The entries, less those whose library-kept cells the model took back for a call that
+        needed them (LlamaCache.keep): they leave the cache here."""
+        self._entries = [e for e in self._entries if e.native is None or e.native.length]
+        return self._entries
 
     def clear(self) -> None:
         self._entries.clear()
@@ -84,7 +90,7 @@ class PrefixCache:
         what the call may hold in all (the size of a compiled model's static cache). With
         `features`, only entries that kept the target's features count, and the hit has them."""
         best, length = None, 0
-        for entry in self._entries:
+        for entry in self._live():
             if features and entry.features is None:
                 continue
             n = kv.common_prefix_length(entry.tokens, prompt)
@@ -124,6 +130,7 @@ class PrefixCache:
         """Keep `cache`, which holds the KV entries of `tokens` (prompt and generated text), and
         the target's features of those positions when given (at least the cache's length)."""
         if callable(getattr(cache, "share", None)):
+            cache.keep()
             self._keep(_Entry(tuple(tokens[: kv.cached_length(cache)]), [], cache.nbytes, native=cache),
                        min(self.max_bytes, cache.max_kept_bytes))
             return
@@ -151,7 +158,7 @@ class PrefixCache:
         if entry.nbytes > max_bytes:
             return
         # An entry that is a prefix of the new one is covered by it (unless only it has features).
-        self._entries = [e for e in self._entries if kv.common_prefix_length(e.tokens, entry.tokens) < len(e.tokens)
+        self._entries = [e for e in self._live() if kv.common_prefix_length(e.tokens, entry.tokens) < len(e.tokens)
                          or (e.features is not None and entry.features is None)]
         self._entries.append(entry)
         while self.nbytes > max_bytes:
