@@ -177,7 +177,8 @@ def run_demo(opts: DemoOptions, console: Console | None = None, clock: Clock | N
     load_s = elapsed_s(clock, t0)
     how = "converted and loaded" if loaded.converted else "loaded from the cache"
     on = "on llama.cpp's kernels" if backend == "llama.cpp" else "on torch"
-    console.print(f"{loaded.name} ({loaded.weights} weights, {on}) {how} in {load_s:.1f} s")
+    note = f"; {loaded.note}" if loaded.note else ""
+    console.print(f"{loaded.name} ({loaded.weights} weights, {on}{note}) {how} in {load_s:.1f} s")
 
     tasks = suite.tasks[: opts.tasks]
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -35,7 +35,8 @@ DEFAULT_ARMS = [
     "ours_eagle_tree", "ours_lookup_eagle_tree",
 ]
 if importlib.util.find_spec("llama_cpp_py_sync") is not None:  # the llamacpp extra: our loop on llama.cpp's kernels
-    DEFAULT_ARMS += ["ours_llama_plain", "ours_llama_prompt_lookup_k3", "ours_llama_prompt_lookup_adaptive16"]
+    DEFAULT_ARMS += ["ours_llama_plain", "ours_llama_prompt_lookup_k3", "ours_llama_prompt_lookup_adaptive16",
+                     "ours_llama_q8_plain", "ours_llama_q8_prompt_lookup_k3", "ours_llama_q8_prompt_lookup_adaptive16"]
 
 
 def _median(xs: list[float]) -> float:
@@ -128,12 +129,18 @@ def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress
                     acceptance_rate=accepted / drafted if drafted else None,
                     mean_acceptance_length=1 + accepted / rounds if rounds else None,
                     time_to_tool_call_s=_median([x.e2e_s for rs in per for x in rs]) if set_name == "tool_call" else None,
-                    same_as_plain_greedy=same, weights="gguf Q4_1" if weights == "gguf" else weights,
+                    same_as_plain_greedy=same, weights=_weights_label(weights, name),
                     ceiling_tok_s=ceiling, ceiling_share=decode / ceiling if ceiling else None,
                     compile_s=compile_s[key],
                 )
             )
     return rows
+
+
+def _weights_label(weights: str, name: str) -> str:
+    if weights != "gguf":
+        return weights
+    return "gguf Q8_0 copy" if name.startswith("ours_llama_q8") else "gguf Q4_1"
 
 
 def _reference(key: tuple[str, str], arms) -> tuple[str, str]:
@@ -142,8 +149,10 @@ def _reference(key: tuple[str, str], arms) -> tuple[str, str]:
     eager plain arm of the same weights for the rest (so `ours_plain_compiled` shows whether
     compiling changed the text)."""
     weights, name = key
-    if weights == "gguf":  # llama.cpp's own build, and our loop on the prebuilt one: each its own plain
-        return ("gguf", "ours_llama_plain") if name.startswith("ours_llama") else ("gguf", "llama_cpp")
+    if weights == "gguf":  # llama.cpp's own build, and our loop on the prebuilt one (each weights): each its own plain
+        if name.startswith("ours_llama"):
+            return ("gguf", "ours_llama_q8_plain" if name.startswith("ours_llama_q8") else "ours_llama_plain")
+        return ("gguf", "llama_cpp")
     if name.endswith("_compiled") and name != "ours_plain_compiled" and (weights, "ours_plain_compiled") in arms:
         return (weights, "ours_plain_compiled")
     return (weights, "ours_plain")
@@ -216,8 +225,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
                    help="comma-separated arms (default: all but the llama.cpp peer's: llama_cpp, llama_cpp_lookup "
                         "need scripts/llama_cpp.sh; our loop on llama.cpp's prebuilt kernels, ours_llama_plain, "
-                        "ours_llama_prompt_lookup_k3 and _adaptive16, when the llamacpp extra is installed, and "
-                        "ours_llama_prompt_lookup_k8 when asked; the compiled ones, ours_plain_compiled, "
+                        "ours_llama_prompt_lookup_k3 and _adaptive16 (and the same on the GGUF's Q8_0 copy, ours_llama_q8_*), "
+                        "when the llamacpp extra is installed, and ours_llama[_q8]_prompt_lookup_k8 when asked; the compiled ones, ours_plain_compiled, "
                         "ours_prompt_lookup_k3_compiled, ours_prompt_lookup_k8_compiled, which compile for minutes "
                         "first; and the trained heads' beyond ours_eagle_tree and ours_lookup_eagle_tree: "
                         "ours_eagle_k4, ours_eagle_tree_int8, ours_medusa_k3)")
@@ -274,13 +283,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_rss and args.device == "cpu":
         from agenttrace.bench.generation_arms import NATIVE_ARMS
 
-        native = any(a in NATIVE_ARMS for a in arm_names)  # our loop on llama.cpp: the "gguf" variant
-        rss = {w: measure_peak_rss_mb(w, torch.get_num_threads()) for w in [*variants, *(["gguf"] if native else [])]}
+        # our loop on llama.cpp: the "gguf" variants (the file, its Q8_0 copy)
+        native = [w for w, on in (("gguf", any(a in NATIVE_ARMS and "_q8_" not in a for a in arm_names)),
+                                  ("gguf_q8", any(a in NATIVE_ARMS and "_q8_" in a for a in arm_names))) if on]
+        rss = {w: measure_peak_rss_mb(w, torch.get_num_threads()) for w in [*variants, *native]}
         for r in rows:
             if r.arm in LLAMA_ARMS and peer is not None:
                 r.peak_rss_mb = peer.peak_rss_mb[r.arm == "llama_cpp_lookup"] or None
             else:
-                r.peak_rss_mb = rss.get("gguf" if r.weights.startswith("gguf") else r.weights)
+                r.peak_rss_mb = rss.get({"gguf Q4_1": "gguf", "gguf Q8_0 copy": "gguf_q8"}.get(r.weights, r.weights))
     header = (f"{first.name}, batch 1, greedy, medians of {args.repeats} interleaved repeats; {machine()}; "
               f"read bandwidth {peaks.read_gb_s:.1f} GB/s, fp32 matmul {peaks.matmul_gflop_s:.0f} GFLOP/s")
     if args.json:

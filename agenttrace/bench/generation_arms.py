@@ -13,10 +13,11 @@ from agenttrace.errors import ModelUnavailable
 
 __all__ = ["HEAD_ARMS", "NATIVE_ARMS", "build_arms", "warm_up"]
 
-# Our loop on llama.cpp's kernels (generation/llama_backend.py), over the bundled GGUF itself: they
-# run once, as the `gguf` weights, whatever --weights says.
-NATIVE_ARMS = ("ours_llama_plain", "ours_llama_prompt_lookup_k3", "ours_llama_prompt_lookup_k8",
-               "ours_llama_prompt_lookup_adaptive16")
+# Our loop on llama.cpp's kernels (generation/llama_backend.py), over the bundled GGUF itself and
+# (`_q8`) over its Q8_0 copy (llama_weights.py): they run once, as the `gguf` weights, whatever
+# --weights says.
+_NATIVE = ("plain", "prompt_lookup_k3", "prompt_lookup_k8", "prompt_lookup_adaptive16")
+NATIVE_ARMS = tuple(f"ours_llama{q}_{a}" for q in ("", "_q8") for a in _NATIVE)
 
 
 def _hf_arm(model, tokenizer, clock: Clock, **kwargs) -> Callable[[list[int], int], Run]:
@@ -146,30 +147,31 @@ def build_arms(loaded, names: list[str], clock: Clock, peer=None,
                                                        fallback=False, compiled=True),
     }
     factories.update({name: (lambda make=make: ours(**make(loaded))) for name, make in HEAD_ARMS.items()})
-    native: list = []  # one llama.cpp model for every arm on it (its sequences keep their calls apart)
+    native: dict[bool, object] = {}  # one llama.cpp model per weights for every arm on it (a context each)
 
-    def on_llama(**kw):
+    def on_llama(q8: bool, **kw):
         from agenttrace.generation.llama_backend import LlamaCppModel
-        from agenttrace.generation.models import find_bundled_gguf
+        from agenttrace.generation.llama_weights import requantized
+        from agenttrace.generation.models import cache_dir, find_bundled_gguf
 
-        if not native:
+        if q8 not in native:
             import torch
 
             try:  # the GGUF the bundled model was converted from; llama.cpp's threads = torch's
-                native.append(LlamaCppModel(find_bundled_gguf(), threads=torch.get_num_threads()))
+                gguf = find_bundled_gguf()
+                native[q8] = LlamaCppModel(requantized(gguf, cache_dir()) if q8 else gguf, threads=torch.get_num_threads())
             except ModelUnavailable as exc:
                 raise SystemExit(f"the {', '.join(NATIVE_ARMS)} arms: {exc}") from exc
-        return _our_arm(LocalChatModel(native[0], tok, name=native[0].config._name_or_path, clock=clock, **kw))
+        model = native[q8]
+        return _our_arm(LocalChatModel(model, tok, name=model.config._name_or_path, clock=clock, **kw))
 
-    factories.update({
-        "ours_llama_plain": lambda: on_llama(),
-        "ours_llama_prompt_lookup_k3": lambda: on_llama(drafter=PromptLookupDrafter(), num_speculative_tokens=3,
-                                                        fallback=False),
-        "ours_llama_prompt_lookup_k8": lambda: on_llama(drafter=PromptLookupDrafter(), num_speculative_tokens=8,
-                                                        fallback=False),
-        "ours_llama_prompt_lookup_adaptive16": lambda: on_llama(drafter=PromptLookupDrafter(), num_speculative_tokens=16,
-                                                                adaptive=True),
-    })
+    drafting = {"plain": {}, "prompt_lookup_k3": {"num_speculative_tokens": 3, "fallback": False},
+                "prompt_lookup_k8": {"num_speculative_tokens": 8, "fallback": False},
+                "prompt_lookup_adaptive16": {"num_speculative_tokens": 16, "adaptive": True}}
+    for q in ("", "_q8"):
+        for a, kw in drafting.items():
+            factories[f"ours_llama{q}_{a}"] = lambda q8=bool(q), kw=kw: on_llama(
+                q8, **({"drafter": PromptLookupDrafter(), **kw} if kw else {}))
     if peer is not None:
         stop = sorted(_stop_ids(loaded))
         factories["llama_cpp"] = lambda: peer.arm(stop, lookup=False)

@@ -34,10 +34,10 @@ def main(argv: list[str]) -> int:
     from agenttrace.generation.models import load_weights
 
     torch.set_num_threads(threads)
-    if weights == "gguf":  # our loop on llama.cpp's kernels over the GGUF itself
+    if weights in ("gguf", "gguf_q8"):  # our loop on llama.cpp's kernels over the GGUF itself, or its Q8_0 copy
         from agenttrace.generation.models import load_model
 
-        loaded = load_model(backend="llama.cpp", threads=threads)
+        loaded = load_model(backend="llama.cpp", threads=threads, gguf_weights="q8_0" if weights == "gguf_q8" else "file")
     else:
         loaded = load_weights(weights)
     params = GenerationParams(max_tokens=64)

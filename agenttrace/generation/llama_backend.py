@@ -116,7 +116,7 @@ class LlamaCppModel:
         self.ffi, self.lib = open_library()
         ffi, lib = self.ffi, self.lib
         path = Path(gguf)
-        self.threads = threads or torch.get_num_threads() or os.cpu_count() or 1
+        self.threads = default_threads(threads)
         self._weights = _weights or _Weights(lib, ffi, path)
         self._model = self._weights.model
         trained = int(lib.llama_model_n_ctx_train(self._model))
@@ -337,6 +337,12 @@ def _kernels(model: LlamaCppModel) -> tuple[int, bool]:
     return int(threads), bool(lossless)
 
 
+def default_threads(threads: int | None) -> int:
+    """llama.cpp's threads when none are asked: torch's intra-op count, so a comparison with a
+    torch arm gives both the same cores."""
+    return threads or torch.get_num_threads() or os.cpu_count() or 1
+
+
 def _library_version() -> str | None:
     try:
         from importlib.metadata import version
@@ -361,7 +367,7 @@ class _Weights:
     def __init__(self, lib, ffi, path: Path) -> None:
         if not path.is_file():
             raise ModelUnavailable(f"no GGUF file at {path}")
-        lib.llama_log_set(_quiet(ffi), ffi.NULL)
+        quiet_logs(ffi, lib)
         self.model = lib.llama_model_load_from_file(str(path).encode(), lib.llama_model_default_params())
         if self.model == ffi.NULL:
             raise ModelUnavailable(f"llama.cpp could not load {path} (not a GGUF model it knows?)")
@@ -375,6 +381,11 @@ def _free_context(lib, batch, ctx) -> None:
 
 
 _LOG_CALLBACK = None
+
+
+def quiet_logs(ffi, lib) -> None:
+    """Drop llama.cpp's log lines (a model load writes hundreds to stderr, the quantizer one per tensor)."""
+    lib.llama_log_set(_quiet(ffi), ffi.NULL)
 
 
 def _quiet(ffi):

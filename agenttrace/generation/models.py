@@ -63,27 +63,36 @@ class LoadedModel:
     converted: bool  # True when this load converted the bundled GGUF (the slow, one-off path)
     weights: str = "fp32"  # the variant: fp32, bf16, int8, int4 (generation/quantize.py)
     phases_s: dict[str, float] = field(default_factory=dict)  # where the load's time went, in order
+    note: str = ""  # what else a user should know about the weights (the llama.cpp backend's copy)
 
 
-def _load_gguf(name_or_path: str | None, threads: int | None, n_ctx: int, phase, phases) -> LoadedModel:
-    """A GGUF on llama.cpp's kernels with its tokenizer, without importing transformers."""
+def _load_gguf(name_or_path: str | None, threads: int | None, n_ctx: int, gguf_weights: str, phase,
+               phases) -> LoadedModel:
+    """A GGUF on llama.cpp's kernels with its tokenizer, without importing transformers; the file
+    itself or its Q8_0 copy (llama_weights.py)."""
     bundled = name_or_path in (None, "bundled", BUNDLED_MODEL_NAME)
     gguf = find_bundled_gguf() if bundled else Path(name_or_path)
     if not gguf.is_file() or gguf.suffix != ".gguf":
         raise ModelUnavailable(f"the llama.cpp backend loads a .gguf file; {gguf} is not one")
     from agenttrace.generation.chat_tokenizer import ChatTokenizer, cached_tokenizer_folder, tokenizer_folder
-    from agenttrace.generation.llama_backend import LlamaCppModel
+    from agenttrace.generation.llama_backend import LlamaCppModel, default_threads
+    from agenttrace.generation.llama_weights import choose_weights
 
     phase("import torch and llama.cpp")
     made = not (cached_tokenizer_folder(gguf, cache_dir()) / "tokenizer.json").is_file()
     tokenizer = ChatTokenizer.from_folder(tokenizer_folder(gguf, cache_dir()))
     phase("tokenizer")  # (on a cold cache: written from the GGUF first, ~10 s once)
-    model = LlamaCppModel(gguf, threads=threads, n_ctx=n_ctx)
+    threads = default_threads(threads)
+    path, kind = choose_weights(gguf, threads, gguf_weights, cache_dir())
+    phase("choose the weights")  # (on a cold cache: the Q8_0 copy written and both timed, ~10 s once)
+    model = LlamaCppModel(path, threads=threads, n_ctx=n_ctx)
     phase("map the weights")
     name = BUNDLED_MODEL_NAME if bundled else gguf.stem
+    note = (f"a Q8_0 copy of {gguf.name}" + (", measured faster here" if gguf_weights == "auto" else "")
+            if kind == "q8_0" else "")
     # converted: this load made the cache's files (the tokenizer; the library copy and the kernel
     # probe with it), the one-off path a cold start measures
-    return LoadedModel(model, tokenizer, name, str(gguf), made, "gguf", phases)
+    return LoadedModel(model, tokenizer, name, str(path), made, "gguf", phases, note)
 
 
 def find_bundled_gguf() -> Path:
@@ -160,13 +169,15 @@ def load_weights(weights: str, name_or_path: str | None = None, *, device: str =
 
 def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: str = "float32",
                quantize: str | None = None, clock: Clock | None = None, backend: str = "torch",
-               threads: int | None = None, n_ctx: int = 8192) -> LoadedModel:
+               threads: int | None = None, n_ctx: int = 8192, gguf_weights: str = "auto") -> LoadedModel:
     """Load a causal LM and its tokenizer.
 
     `backend` "llama.cpp" loads a GGUF file (`name_or_path`, or the bundled one) on llama.cpp's
     kernels instead (generation/llama_backend.py; the `llamacpp` extra), mapped, with its
     tokenizer read without transformers (generation/chat_tokenizer.py), on `threads` threads and a
-    context of `n_ctx` tokens; dtype and quantize do not apply (the file's weights are used).
+    context of `n_ctx` tokens; dtype and quantize do not apply: `gguf_weights` "auto" runs the file or
+    its Q8_0 copy, whichever a probe measured faster on this machine (once; llama_weights.py),
+    "file" the file itself, "q8_0" the copy.
 
     `None` or "bundled" loads the bundled SmolLM2 (converting it once); a folder loads from disk;
     anything else is a hub name, which needs network access or a warm hub cache. `dtype`
@@ -188,7 +199,7 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
         if device != "cpu" or quantize is not None:
             raise ModelUnavailable("the llama.cpp backend runs a GGUF's own weights on the CPU: drop --device, "
                                    "--quantize (or use the torch backend)")
-        return _load_gguf(name_or_path, threads, n_ctx, phase, phases)
+        return _load_gguf(name_or_path, threads, n_ctx, gguf_weights, phase, phases)
     if backend != "torch":
         raise ModelUnavailable(f"unknown backend {backend!r}; choose torch or llama.cpp")
 

@@ -81,7 +81,7 @@ def test_the_llama_cpp_path_never_imports_transformers(chat_tokenizer):
         "import sys, json\n"
         "from agenttrace import GenerationParams, LocalChatModel, load_model\n"
         "from agenttrace.core.chat import Constraint, Message\n"
-        "loaded = load_model(backend='llama.cpp', threads=1, n_ctx=1024)\n"
+        "loaded = load_model(backend='llama.cpp', threads=1, n_ctx=1024, gguf_weights='file')\n"
         "chat = LocalChatModel(loaded.model, loaded.tokenizer, prefix_cache=True)\n"
         "schema = json.dumps({'type': 'object', 'properties': {'city': {'type': 'string'}}, 'required': ['city']})\n"
         "g = chat.chat([Message(role='user', content='Weather in Paris? Give JSON with the city.')],\n"

@@ -49,7 +49,7 @@ def llama():
     one-token step's bits), with its tokenizer read without transformers (chat_tokenizer.py)."""
     from agenttrace.generation.models import load_model
 
-    loaded = load_model(backend="llama.cpp", threads=1, n_ctx=2048)
+    loaded = load_model(backend="llama.cpp", threads=1, n_ctx=2048, gguf_weights="file")
     model = loaded.model
     yield model, loaded.tokenizer
     model.close()

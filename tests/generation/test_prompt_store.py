@@ -100,7 +100,7 @@ def test_a_fresh_context_starts_from_the_prefix_another_kept_and_generates_the_s
     from agenttrace import LocalChatModel, PromptLookupDrafter, load_model
     from agenttrace.generation.prefix_cache import PrefixCache
 
-    loaded = load_model(backend="llama.cpp", threads=1, n_ctx=2048)
+    loaded = load_model(backend="llama.cpp", threads=1, n_ctx=2048, gguf_weights="file")
     store = PromptStore(tmp_path / "prompts")
     system = Message(role="system", content="You call tools with JSON arguments. " + "Tools: weather(city), "
                      "search(q), convert(value, from, to), calendar(date), email(to, body). " * 3)
