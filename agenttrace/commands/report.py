@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 FORMATS = ("terminal", "markdown", "json", "html")
+ENGINES = ("auto", "python", "columnar")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,11 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "(e.g. 100000; counts, means, extremes and totals exact); no task rows")
     report.add_argument("--waterfalls", type=int, default=50,
                         help="html: how many tasks get a waterfall chart to choose from (default 50)")
-    report.add_argument("--engine", choices=("python", "columnar"), default="python",
+    report.add_argument("--engine", choices=ENGINES, default="auto",
                         help="columnar runs the figures as SQL: for files on ClickHouse's engine in this process "
                              "(chdb), for --clickhouse in the store itself (only figures come back), where the input is "
                              "one it covers (agenttrace/columnar/coverage.py; else it says why and the per-span path "
-                             "reports it); python (default) the per-span path")
+                             "reports it); python the per-span path; auto (default) columnar for a ClickHouse store "
+                             "and for files of at least 64 MB when chdb is installed (where it measured faster), else "
+                             "python, quietly falling back where the columnar engine does not cover the input")
     report.add_argument("--json-schema", action="store_true", help="print the JSON schema of --format json and exit")
     add_input_options(report)
     add_store_options(report)
@@ -71,10 +74,10 @@ def _report(args: argparse.Namespace):
             raise InputError("--clickhouse reads one source: leave out the files and --jaeger")
         try:
             report = None
-            if args.engine == "columnar":
+            if _use_columnar(args.engine, store=store):
                 from agenttrace.columnar.engine import report_store
 
-                report = _columnar(lambda: report_store(store, sample=sample))
+                report = _columnar(lambda: report_store(store, sample=sample), quiet=args.engine == "auto")
             if report is None:
                 report = report_clickhouse(store, sample=sample)
         except ClickHouseError as exc:
@@ -94,10 +97,10 @@ def _report(args: argparse.Namespace):
         if missing:
             raise InputError(f"no such file or folder: {', '.join(missing)}")
         report = None
-        if args.engine == "columnar":
+        if _use_columnar(args.engine, paths=args.paths):
             from agenttrace.columnar.engine import report_files
 
-            report = _columnar(lambda: report_files(args.paths, sample=sample))
+            report = _columnar(lambda: report_files(args.paths, sample=sample), quiet=args.engine == "auto")
         if report is None:
             report = report_streamed(args.paths, sample=sample)
         return report if _spans(report) else f"nothing to report from {', '.join(args.paths)}" + _first(report)
@@ -108,18 +111,56 @@ def _report(args: argparse.Namespace):
     return report_from_load(loaded, sources, waterfalls=args.waterfalls if args.format == "html" else 0)
 
 
-def _columnar(make):
+# `--engine auto` runs files through the columnar engine from this many bytes on: below it chdb's
+# start (its import and a session, ~0.5 s) costs more than the per-span path spends (BENCHMARKS.md,
+# issue 32's fourth part: the crossover measured with `agenttrace bench report`).
+AUTO_MIN_BYTES = 64 * 2**20
+
+
+def _use_columnar(engine: str, *, store=None, paths: list[str] | None = None) -> bool:
+    """Whether the columnar engine runs first: when asked, or (auto) where chdb is installed and the
+    input is a store (a ClickHouseQuery; unless a page or byte budget was set: those bound the
+    per-span read of spans, which the columnar engine does not make) or files of at least
+    AUTO_MIN_BYTES."""
+    if engine != "auto":
+        return engine == "columnar"
+    import importlib.util
+
+    if importlib.util.find_spec("chdb") is None:
+        return False
+    if store is not None:
+        from agenttrace.traces.bounded_http import ReadLimits
+
+        default, asked = ReadLimits(), store.limits
+        return (asked.max_bytes, asked.max_requests, asked.max_answer_bytes) == (
+            default.max_bytes, default.max_requests, default.max_answer_bytes)
+    from agenttrace.traces.load import iter_trace_files
+
+    total = 0
+    for f in iter_trace_files(paths or []):
+        try:
+            total += f.stat().st_size
+        except OSError:
+            continue  # (the per-span path says what is wrong with it)
+        if total >= AUTO_MIN_BYTES:
+            return True
+    return False
+
+
+def _columnar(make, *, quiet: bool = False):
     """The columnar engine's report (`make`: engine.report_files or report_store, called), or None
-    (with a line saying why) when the per-span path must make it."""
+    (with a line saying why, unless `quiet`: the engine was chosen, not asked for) when the
+    per-span path must make it."""
     from agenttrace.columnar.engine import ColumnarError
 
     try:
         outcome = make()
     except ColumnarError as exc:
-        print(f"agenttrace report: the columnar engine could not read the input ({exc}); "
-              "the per-span path reports it", file=sys.stderr)
+        if not quiet:
+            print(f"agenttrace report: the columnar engine could not read the input ({exc}); "
+                  "the per-span path reports it", file=sys.stderr)
         return None
-    if outcome.report is None:
+    if outcome.report is None and not quiet:
         print(f"agenttrace report: the columnar engine does not cover {outcome.reason} yet; "
               "the per-span path reports it", file=sys.stderr)
     return outcome.report

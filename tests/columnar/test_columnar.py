@@ -45,7 +45,7 @@ def synthetic(tmp_path_factory) -> Path:
 
 def test_the_samples_give_the_same_json_byte_for_byte(capsys):
     ours, err = _cli(capsys, str(SAMPLES), "--engine", "columnar")
-    theirs, _ = _cli(capsys, str(SAMPLES))
+    theirs, _ = _cli(capsys, str(SAMPLES), "--engine", "python")
     assert err == ""
     assert ours == theirs
 
@@ -72,7 +72,7 @@ def test_another_instrumentations_trace_goes_to_the_per_span_path_and_says_so(ca
     assert outcome.report is None and "another instrumentation" in outcome.reason
     ours, err = _cli(capsys, str(trace), "--engine", "columnar")
     assert "does not cover" in err and "per-span path reports it" in err
-    assert json.loads(ours) == json.loads(_cli(capsys, str(trace))[0])
+    assert json.loads(ours) == json.loads(_cli(capsys, str(trace), "--engine", "python")[0])
 
 
 def test_a_malformed_line_goes_to_the_per_span_path_with_its_problem(tmp_path, capsys):
@@ -82,7 +82,7 @@ def test_a_malformed_line_goes_to_the_per_span_path_with_its_problem(tmp_path, c
         report_files([bad], threads=1)
     ours, err = _cli(capsys, str(bad), "--engine", "columnar")
     assert "could not read the input" in err
-    theirs, _ = _cli(capsys, str(bad))
+    theirs, _ = _cli(capsys, str(bad), "--engine", "python")
     assert ours == theirs and json.loads(ours)["problems"]
 
 
@@ -137,7 +137,7 @@ def test_a_store_computes_the_report_where_the_spans_are_with_its_filters(store,
         assert _json(outcome.report) == _json(ref)
         assert outcome.bytes_back <= sum(len(t.model_dump_json()) for t in ref.tasks)  # figures, not spans
     ours, err = _cli(capsys, "--clickhouse", store, "--engine", "columnar", "--sample", "100")
-    assert err == "" and ours == _cli(capsys, "--clickhouse", store, "--sample", "100")[0]
+    assert err == "" and ours == _cli(capsys, "--clickhouse", store, "--sample", "100", "--engine", "python")[0]
     # the session's tables were temporary: nothing was left in the store's database
     assert [r[0] for r in connect(store).rows("SHOW TABLES")] == ["otel_traces"]
 
@@ -148,7 +148,37 @@ def test_a_store_of_another_instrumentations_spans_goes_to_the_per_span_path(tmp
     capsys.readouterr()
     ours, err = _cli(capsys, "--clickhouse", url, "--engine", "columnar")
     assert "does not cover" in err and "another instrumentation" in err
-    assert ours == _cli(capsys, "--clickhouse", url)[0]
+    assert ours == _cli(capsys, "--clickhouse", url, "--engine", "python")[0]
+
+
+def test_auto_runs_stores_and_large_files_as_columns_and_falls_back_quietly(store, synthetic, tmp_path, capsys,
+                                                                            monkeypatch):
+    """`--engine auto` (the default): a store's figures computed in it, unless a page or byte budget
+    bounds a per-span read; files as columns from AUTO_MIN_BYTES on; where the engine does not
+    cover the input, the per-span path's report without a word on stderr."""
+    from agenttrace.columnar import engine
+    from agenttrace.commands import report as command
+
+    used = []
+    for name in ("report_store", "report_files"):
+        real = getattr(engine, name)
+        monkeypatch.setattr(engine, name, lambda *a, real=real, name=name, **k: used.append(name) or real(*a, **k))
+    ours, err = _cli(capsys, "--clickhouse", store)
+    assert used == ["report_store"] and err == ""
+    assert ours == _cli(capsys, "--clickhouse", store, "--engine", "python")[0]
+    used.clear()
+    _cli(capsys, "--clickhouse", store, "--max-requests", "100")  # a budget of pages: the per-span read
+    _cli(capsys, str(synthetic))  # a small file: the per-span path
+    assert used == []
+    monkeypatch.setattr(command, "AUTO_MIN_BYTES", synthetic.stat().st_size)
+    ours, err = _cli(capsys, str(synthetic))
+    assert used == ["report_files"] and err == ""
+    assert ours == _cli(capsys, str(synthetic), "--engine", "python")[0]
+    foreign = FRAMEWORKS / "langgraph-create_agent-openinference.jsonl"
+    monkeypatch.setattr(command, "AUTO_MIN_BYTES", 0)
+    ours, err = _cli(capsys, str(foreign))
+    assert used[-1] == "report_files" and err == ""  # tried, not covered, said nothing
+    assert ours == _cli(capsys, str(foreign), "--engine", "python")[0]
 
 
 def _with_roofline(path: Path) -> Path:
