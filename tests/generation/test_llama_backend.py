@@ -131,13 +131,15 @@ def test_a_prefix_cache_on_llama_cpp_reuses_cells_and_keeps_arms_identical(llama
 def test_a_long_call_takes_the_cells_a_prefix_cache_kept_rather_than_fail(llama):
     """The kept entries may hold half the context; a call that needs more cells than are free gets
     the oldest kept entry's cells back (the entry leaves the cache) instead of failing."""
+    from agenttrace.generation.llama_backend import LlamaCppModel
     from agenttrace.generation.local import LocalChatModel
 
-    model, tok = llama
+    shared, tok = llama
+    model = LlamaCppModel(shared.path, threads=1, n_ctx=512)  # a small context: short prompts fill it
     cached = LocalChatModel(model, tok, prefix_cache=True)
-    short = _ids(cached, "Remember these cities: " + ", ".join(["Paris", "Lyon", "Nice", "Lille"] * 100))
-    long = _ids(cached, "Summarise these readings: " + " ".join(f"{i} degrees" for i in range(300)))
-    assert 700 < len(short) < model.n_ctx // 2 and model.n_ctx // 2 < len(long) < model.n_ctx - 64
+    short = _ids(cached, "Remember these cities: " + ", ".join(["Paris", "Lyon", "Nice", "Lille"] * 22))
+    long = _ids(cached, "Summarise these readings: " + " ".join(f"{i} degrees" for i in range(90)))
+    assert 170 < len(short) < model.n_ctx // 2 and model.n_ctx // 2 < len(long) < model.n_ctx - 32
     cached.complete_ids(short, GenerationParams(max_tokens=8))
     assert len(cached.prefix_cache) == 1
     _, out = cached.complete_ids(long, GenerationParams(max_tokens=16))  # kept + long > the context
@@ -146,6 +148,7 @@ def test_a_long_call_takes_the_cells_a_prefix_cache_kept_rather_than_fail(llama)
     assert len(out.tokens) == 16 or out.tokens[-1] in cached.eos_ids
     # the short prompt's entry left the cache (the long call is more than a cache may keep)
     assert len(cached.prefix_cache) == 0 and cached.prefix_cache.nbytes == 0
+    model.close()
 
 
 @pytest.mark.model

@@ -34,13 +34,12 @@ def test_unknown_choices_are_refused_with_the_choices(gguf, tmp_path):
 
 
 @pytest.mark.model
-def test_the_q8_copy_is_made_once_and_runs_the_files_model(gguf, tmp_path, monkeypatch):
+def test_the_q8_copy_is_made_once_and_runs_the_files_model(gguf, tmp_path):
     """The copy is written once into the cache and reused; on it the bundled model answers as on
     the file (its first greedy tokens: Q8_0 of a Q4_1 file is within an eighth of its step)."""
     from agenttrace.generation.llama_weights import choose_weights
-    from agenttrace.generation.models import load_model
+    from agenttrace.generation.models import cache_dir, load_model
 
-    monkeypatch.setenv("AGENTTRACE_CACHE_DIR", str(tmp_path))
     path, kind = choose_weights(gguf, 1, "q8_0", tmp_path)
     assert kind == "q8_0" and path.parent == tmp_path / "gguf" and path.stat().st_size > gguf.stat().st_size
     made = path.stat().st_mtime_ns
@@ -52,7 +51,8 @@ def test_the_q8_copy_is_made_once_and_runs_the_files_model(gguf, tmp_path, monke
     texts = {}
     for weights in ("file", "q8_0"):
         loaded = load_model(backend="llama.cpp", threads=1, n_ctx=1024, gguf_weights=weights)
-        assert loaded.source == str(path if weights == "q8_0" else gguf)
+        # (the user's cache here: its tokenizer and kernel probe are made once per test session)
+        assert loaded.source == str(choose_weights(gguf, 1, "q8_0", cache_dir())[0] if weights == "q8_0" else gguf)
         assert ("Q8_0 copy" in loaded.note) == (weights == "q8_0")
         chat = LocalChatModel(loaded.model, loaded.tokenizer)
         reply = chat.chat([Message(role="user", content="What is the capital of France?")], GenerationParams(max_tokens=6))
