@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "(chdb), for --clickhouse in the store itself (only figures come back), where the input is "
                              "one it covers (agenttrace/columnar/coverage.py; else it says why and the per-span path "
                              "reports it); python the per-span path; auto (default) columnar for a ClickHouse store "
-                             "and for files of at least 64 MB when chdb is installed (where it measured faster), else "
-                             "python, quietly falling back where the columnar engine does not cover the input")
+                             "when chdb is installed (where it measured faster), quietly falling back where it does not "
+                             "cover the input, and python for files")
     report.add_argument("--json-schema", action="store_true", help="print the JSON schema of --format json and exit")
     add_input_options(report)
     add_store_options(report)
@@ -97,10 +97,10 @@ def _report(args: argparse.Namespace):
         if missing:
             raise InputError(f"no such file or folder: {', '.join(missing)}")
         report = None
-        if _use_columnar(args.engine, paths=args.paths):
+        if _use_columnar(args.engine):
             from agenttrace.columnar.engine import report_files
 
-            report = _columnar(lambda: report_files(args.paths, sample=sample), quiet=args.engine == "auto")
+            report = _columnar(lambda: report_files(args.paths, sample=sample))
         if report is None:
             report = report_streamed(args.paths, sample=sample)
         return report if _spans(report) else f"nothing to report from {', '.join(args.paths)}" + _first(report)
@@ -111,40 +111,23 @@ def _report(args: argparse.Namespace):
     return report_from_load(loaded, sources, waterfalls=args.waterfalls if args.format == "html" else 0)
 
 
-# `--engine auto` runs files through the columnar engine from this many bytes on: below it chdb's
-# start (its import and a session, ~0.5 s) costs more than the per-span path spends (BENCHMARKS.md,
-# issue 32's fourth part: the crossover measured with `agenttrace bench report`).
-AUTO_MIN_BYTES = 64 * 2**20
-
-
-def _use_columnar(engine: str, *, store=None, paths: list[str] | None = None) -> bool:
-    """Whether the columnar engine runs first: when asked, or (auto) where chdb is installed and the
-    input is a store (a ClickHouseQuery; unless a page or byte budget was set: those bound the
-    per-span read of spans, which the columnar engine does not make) or files of at least
-    AUTO_MIN_BYTES."""
+def _use_columnar(engine: str, *, store=None) -> bool:
+    """Whether the columnar engine runs first: when asked, or (auto) for a store (a ClickHouseQuery)
+    where chdb is installed, unless a page or byte budget was set (those bound the per-span read of
+    spans, which the columnar engine does not make). Files stay on the per-span path under auto:
+    there the engine measured as fast at 23-771 MB, never clearly faster, with 3-4x the memory
+    (BENCHMARKS.md, issue 32's fourth part)."""
     if engine != "auto":
         return engine == "columnar"
     import importlib.util
 
-    if importlib.util.find_spec("chdb") is None:
+    if store is None or importlib.util.find_spec("chdb") is None:
         return False
-    if store is not None:
-        from agenttrace.traces.bounded_http import ReadLimits
+    from agenttrace.traces.bounded_http import ReadLimits
 
-        default, asked = ReadLimits(), store.limits
-        return (asked.max_bytes, asked.max_requests, asked.max_answer_bytes) == (
-            default.max_bytes, default.max_requests, default.max_answer_bytes)
-    from agenttrace.traces.load import iter_trace_files
-
-    total = 0
-    for f in iter_trace_files(paths or []):
-        try:
-            total += f.stat().st_size
-        except OSError:
-            continue  # (the per-span path says what is wrong with it)
-        if total >= AUTO_MIN_BYTES:
-            return True
-    return False
+    default, asked = ReadLimits(), store.limits
+    return (asked.max_bytes, asked.max_requests, asked.max_answer_bytes) == (
+        default.max_bytes, default.max_requests, default.max_answer_bytes)
 
 
 def _columnar(make, *, quiet: bool = False):

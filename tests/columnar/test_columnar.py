@@ -151,13 +151,11 @@ def test_a_store_of_another_instrumentations_spans_goes_to_the_per_span_path(tmp
     assert ours == _cli(capsys, "--clickhouse", url, "--engine", "python")[0]
 
 
-def test_auto_runs_stores_and_large_files_as_columns_and_falls_back_quietly(store, synthetic, tmp_path, capsys,
-                                                                            monkeypatch):
+def test_auto_computes_a_stores_figures_in_it_and_falls_back_quietly(store, synthetic, tmp_path, capsys, monkeypatch):
     """`--engine auto` (the default): a store's figures computed in it, unless a page or byte budget
-    bounds a per-span read; files as columns from AUTO_MIN_BYTES on; where the engine does not
-    cover the input, the per-span path's report without a word on stderr."""
+    bounds a per-span read; where the engine does not cover the store's spans, the per-span path's
+    report without a word on stderr; files on the per-span path."""
     from agenttrace.columnar import engine
-    from agenttrace.commands import report as command
 
     used = []
     for name in ("report_store", "report_files"):
@@ -168,17 +166,14 @@ def test_auto_runs_stores_and_large_files_as_columns_and_falls_back_quietly(stor
     assert ours == _cli(capsys, "--clickhouse", store, "--engine", "python")[0]
     used.clear()
     _cli(capsys, "--clickhouse", store, "--max-requests", "100")  # a budget of pages: the per-span read
-    _cli(capsys, str(synthetic))  # a small file: the per-span path
+    _cli(capsys, str(synthetic))
     assert used == []
-    monkeypatch.setattr(command, "AUTO_MIN_BYTES", synthetic.stat().st_size)
-    ours, err = _cli(capsys, str(synthetic))
-    assert used == ["report_files"] and err == ""
-    assert ours == _cli(capsys, str(synthetic), "--engine", "python")[0]
-    foreign = FRAMEWORKS / "langgraph-create_agent-openinference.jsonl"
-    monkeypatch.setattr(command, "AUTO_MIN_BYTES", 0)
-    ours, err = _cli(capsys, str(foreign))
-    assert used[-1] == "report_files" and err == ""  # tried, not covered, said nothing
-    assert ours == _cli(capsys, str(foreign), "--engine", "python")[0]
+    url = f"chdb:{tmp_path / 'ch'}"
+    assert main(["export", str(FRAMEWORKS / "langgraph-create_agent-openinference.jsonl"), "--clickhouse", url]) == 0
+    capsys.readouterr()
+    ours, err = _cli(capsys, "--clickhouse", url)
+    assert used == ["report_store"] and err == ""  # tried, not covered, said nothing
+    assert ours == _cli(capsys, "--clickhouse", url, "--engine", "python")[0]
 
 
 def _with_roofline(path: Path) -> Path:
