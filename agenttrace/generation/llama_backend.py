@@ -321,12 +321,10 @@ def _kernels(model: LlamaCppModel) -> tuple[int, bool]:
     is the same for every arm). The probe (a 320-token prefill and a few steps, about 1-2 s) runs
     once per library, model file, thread count and CPU; its answer is kept in agenttrace's cache,
     so every process and arm takes the same path, however busy the machine is."""
-    import platform
-
     from agenttrace.generation.cache import read_json, write_json
 
     lib = _library_version()
-    key = f"{lib}|{model.path.name}|{model.path.stat().st_size}|{model.threads}|{platform.machine()}|{_cpu_name()}"
+    key = decision_key(model.path, model.threads)
     known = read_json("llama-kernels.json") if lib else {}
     if key not in known:
         threads = model._step_path()
@@ -335,6 +333,14 @@ def _kernels(model: LlamaCppModel) -> tuple[int, bool]:
             write_json("llama-kernels.json", known)
     threads, lossless = known[key]
     return int(threads), bool(lossless)
+
+
+def decision_key(path: Path, threads: int) -> str:
+    """What a decision measured on llama.cpp (the kernel path, the weights) holds for: the library's
+    build, the file, the thread count and the CPU."""
+    import platform
+
+    return f"{_library_version()}|{path.name}|{path.stat().st_size}|{threads}|{platform.machine()}|{_cpu_name()}"
 
 
 def default_threads(threads: int | None) -> int:

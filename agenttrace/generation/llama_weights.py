@@ -17,7 +17,6 @@ on each copy, A B B A (about 10 s once, with the copy written), keeps the faster
 from __future__ import annotations
 
 import os
-import platform
 from pathlib import Path
 
 from agenttrace.clock import default_clock
@@ -75,11 +74,10 @@ def choose_weights(gguf: Path, threads: int, choice: str, cache: Path) -> tuple[
     if choice == "q8_0":
         return requantized(gguf, cache), "q8_0"
     from agenttrace.generation.cache import read_json, write_json
-    from agenttrace.generation.llama_backend import LlamaCppModel, _cpu_name, _library_version
+    from agenttrace.generation.llama_backend import LlamaCppModel, _library_version, decision_key
 
     lib = _library_version()
-    st = gguf.stat()
-    key = f"{lib}|{gguf.name}|{st.st_size}|{threads}|{platform.machine()}|{_cpu_name()}"
+    key = decision_key(gguf, threads)
     known = read_json("llama-weights.json") if lib else {}
     if key not in known:
         q8 = requantized(gguf, cache)

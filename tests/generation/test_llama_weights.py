@@ -3,8 +3,6 @@ copy made once by llama.cpp's quantizer; `auto` reads the measured answer from t
 
 from __future__ import annotations
 
-import platform
-
 import pytest
 
 from agenttrace import GenerationParams
@@ -66,10 +64,10 @@ def test_auto_takes_the_answer_measured_once(gguf, tmp_path, monkeypatch):
     a cache that cannot be read is measured again, not trusted."""
     from agenttrace.generation import llama_weights
     from agenttrace.generation.cache import write_json
-    from agenttrace.generation.llama_backend import _cpu_name, _library_version
+    from agenttrace.generation.llama_backend import decision_key
 
     monkeypatch.setenv("AGENTTRACE_CACHE_DIR", str(tmp_path))
-    key = f"{_library_version()}|{gguf.name}|{gguf.stat().st_size}|1|{platform.machine()}|{_cpu_name()}"
+    key = decision_key(gguf, 1)
     write_json("llama-weights.json", {key: {"weights": "file", "cost_s": {"file": 1.0, "q8_0": 2.0}}})
     assert llama_weights.choose_weights(gguf, 1, "auto", tmp_path) == (gguf, "file")
     assert not (tmp_path / "gguf").exists()  # no copy made when the file was measured faster
@@ -81,4 +79,4 @@ def test_auto_takes_the_answer_measured_once(gguf, tmp_path, monkeypatch):
     assert kind == "q8_0" and len(measured) == 4 and path.name.endswith(".Q8_0.gguf")
     from agenttrace.generation.cache import read_json
 
-    assert read_json("llama-weights.json")[key.replace("|1|", "|2|")]["weights"] == "q8_0"
+    assert read_json("llama-weights.json")[decision_key(gguf, 2)]["weights"] == "q8_0"
