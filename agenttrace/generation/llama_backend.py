@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from agenttrace.errors import ModelUnavailable
-from agenttrace.generation.llama_lib import open_library
+from agenttrace.generation.llama_lib import open_library, quiet_logs
 
 # Sequences one context holds at once: its running generations and the finished ones its prefix
 # cache keeps. They cost nothing apart: the cells are what is bounded (max_kept_bytes).
@@ -384,20 +384,3 @@ class _Weights:
 def _free_context(lib, batch, ctx) -> None:
     lib.llama_batch_free(batch)
     lib.llama_free(ctx)
-
-
-_LOG_CALLBACK = None
-
-
-def quiet_logs(ffi, lib) -> None:
-    """Drop llama.cpp's log lines (a model load writes hundreds to stderr, the quantizer one per tensor)."""
-    lib.llama_log_set(_quiet(ffi), ffi.NULL)
-
-
-def _quiet(ffi):
-    """A log callback that drops llama.cpp's load chatter (it writes hundreds of lines to stderr);
-    kept alive for the process, as llama.cpp holds it."""
-    global _LOG_CALLBACK
-    if _LOG_CALLBACK is None:
-        _LOG_CALLBACK = ffi.callback("void(enum ggml_log_level, const char *, void *)", lambda level, text, data: None)
-    return _LOG_CALLBACK

@@ -139,3 +139,15 @@ def c99_imports(data: bytearray) -> int:
                 struct.pack_into("<I", data, at + 8, donor[1])
                 changed += 1
     return changed
+
+
+_LOG_CALLBACK = None
+
+
+def quiet_logs(ffi, lib) -> None:
+    """Drop llama.cpp's log lines (a model load writes hundreds to stderr, the quantizer one per
+    tensor). The callback stays alive for the process, as llama.cpp holds it."""
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is None:
+        _LOG_CALLBACK = ffi.callback("void(enum ggml_log_level, const char *, void *)", lambda level, text, data: None)
+    lib.llama_log_set(_LOG_CALLBACK, ffi.NULL)
