@@ -137,10 +137,17 @@ def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress
     return rows
 
 
+# the GGUF variants our loop on llama.cpp runs (rss_child's names) and how the table labels them
+GGUF_LABELS = {"gguf": "gguf Q4_1", "gguf_q8": "gguf Q8_0 copy"}
+
+
+def _gguf_variant(name: str) -> str:
+    """Which GGUF variant an arm on the gguf weights runs: the Q8_0 copy for ours_llama_q8_*, else the file."""
+    return "gguf_q8" if name.startswith("ours_llama_q8") else "gguf"
+
+
 def _weights_label(weights: str, name: str) -> str:
-    if weights != "gguf":
-        return weights
-    return "gguf Q8_0 copy" if name.startswith("ours_llama_q8") else "gguf Q4_1"
+    return GGUF_LABELS[_gguf_variant(name)] if weights == "gguf" else weights
 
 
 def _reference(key: tuple[str, str], arms) -> tuple[str, str]:
@@ -151,7 +158,7 @@ def _reference(key: tuple[str, str], arms) -> tuple[str, str]:
     weights, name = key
     if weights == "gguf":  # llama.cpp's own build, and our loop on the prebuilt one (each weights): each its own plain
         if name.startswith("ours_llama"):
-            return ("gguf", "ours_llama_q8_plain" if name.startswith("ours_llama_q8") else "ours_llama_plain")
+            return ("gguf", "ours_llama_q8_plain" if _gguf_variant(name) == "gguf_q8" else "ours_llama_plain")
         return ("gguf", "llama_cpp")
     if name.endswith("_compiled") and name != "ours_plain_compiled" and (weights, "ours_plain_compiled") in arms:
         return (weights, "ours_plain_compiled")
@@ -283,15 +290,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_rss and args.device == "cpu":
         from agenttrace.bench.generation_arms import NATIVE_ARMS
 
-        # our loop on llama.cpp: the "gguf" variants (the file, its Q8_0 copy)
-        native = [w for w, on in (("gguf", any(a in NATIVE_ARMS and "_q8_" not in a for a in arm_names)),
-                                  ("gguf_q8", any(a in NATIVE_ARMS and "_q8_" in a for a in arm_names))) if on]
+        native = sorted({_gguf_variant(a) for a in arm_names if a in NATIVE_ARMS})  # our loop on llama.cpp
         rss = {w: measure_peak_rss_mb(w, torch.get_num_threads()) for w in [*variants, *native]}
         for r in rows:
             if r.arm in LLAMA_ARMS and peer is not None:
                 r.peak_rss_mb = peer.peak_rss_mb[r.arm == "llama_cpp_lookup"] or None
             else:
-                r.peak_rss_mb = rss.get({"gguf Q4_1": "gguf", "gguf Q8_0 copy": "gguf_q8"}.get(r.weights, r.weights))
+                r.peak_rss_mb = rss.get(_gguf_variant(r.arm) if r.arm in NATIVE_ARMS else r.weights)
     header = (f"{first.name}, batch 1, greedy, medians of {args.repeats} interleaved repeats; {machine()}; "
               f"read bandwidth {peaks.read_gb_s:.1f} GB/s, fp32 matmul {peaks.matmul_gflop_s:.0f} GFLOP/s")
     if args.json:
