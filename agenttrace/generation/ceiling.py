@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -141,7 +142,9 @@ def machine_peaks(cache: Path | None = None, device: str = "cpu", refresh: bool 
         known[key] = {"format": _FORMAT, **asdict(peaks)}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(known, indent=1))
+            tmp = path.with_suffix(f".tmp{os.getpid()}")  # renamed: another process never reads half of it
+            tmp.write_text(json.dumps(known, indent=1))
+            tmp.replace(path)
         except OSError as exc:
             _log.info("could not cache the machine's peaks in %s: %s", path, exc)
     return peaks
