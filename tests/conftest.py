@@ -12,6 +12,13 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("AGENTTRACE_STRICT_TELEMETRY", "1")
+# Under xdist (scripts/test runs two workers) each worker gets its share of the cores for torch's
+# and llama.cpp's threads: two workers of two threads each on two cores measured 46% more CPU time
+# (threads spinning on busy cores) and the suite only 16% faster than one worker. Tests that choose
+# their own thread count (the lossless-under-load ones) still do.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 _prebuild: subprocess.Popen | None = None
 
@@ -28,6 +35,8 @@ def pytest_collection_finish(session):
             if name not in names:
                 names.append(name)
     if not names or session.config.option.collectonly or os.environ.get("AGENTTRACE_PREBUILD") == "0":
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":  # under xdist every worker collects: one builds
         return
     cache = getattr(session.config, "cache", None)  # None under -p no:cacheprovider
     log = Path(cache.mkdir("prebuild")) / "prebuild.log" if cache else os.devnull
