@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir", "read_json", "write_json"]
+__all__ = ["cache_dir", "read_json", "write_json", "write_json_at"]
 
 
 def cache_dir() -> Path:
@@ -33,12 +33,17 @@ def read_json(name: str) -> dict:
 def write_json(name: str, data: dict) -> bool:
     """Keep `data` under `name`, written to a temporary file and renamed (a reader never sees half
     of it); False when the cache cannot be written (the next process measures again)."""
-    store = cache_dir() / name
     try:
-        store.parent.mkdir(parents=True, exist_ok=True)
-        tmp = store.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(store)
+        write_json_at(cache_dir() / name, data)
     except OSError:
         return False
     return True
+
+
+def write_json_at(path: Path, data: dict) -> None:
+    """`data` into `path`, written to a temporary sibling and renamed, so another process (a
+    second test worker, a second agent) never reads half of it. Raises OSError."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)

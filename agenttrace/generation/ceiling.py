@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.core.roofline import ModelShape
+from agenttrace.generation.cache import write_json_at
 
 _log = logging.getLogger(__name__)
 
@@ -141,10 +141,7 @@ def machine_peaks(cache: Path | None = None, device: str = "cpu", refresh: bool 
     if path is not None:
         known[key] = {"format": _FORMAT, **asdict(peaks)}
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")  # renamed: another process never reads half of it
-            tmp.write_text(json.dumps(known, indent=1))
-            tmp.replace(path)
+            write_json_at(path, known)
         except OSError as exc:
             _log.info("could not cache the machine's peaks in %s: %s", path, exc)
     return peaks
