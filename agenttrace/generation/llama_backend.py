@@ -36,8 +36,8 @@ from agenttrace.generation.llama_lib import open_library, quiet_logs
 # cache keeps. They cost nothing apart: the cells are what is bounded (max_kept_bytes).
 SEQUENCES = 32
 N_BATCH = 512  # tokens per llama_decode at most (a longer prompt is prefilled in chunks)
-# The probe's context (_kernels): past 256 cells llama.cpp's attention takes another path, whose
-# batched rows on two threads differ from its one-token steps here (on 1-255 cells they agree)
+# The probe's context (_kernels): past 256 cells llama.cpp's one-token steps on two threads take
+# another attention path, whose bits differ from batched rows' here (on 1-255 cells they agree)
 PROBE_CONTEXT = 320
 
 
@@ -104,9 +104,10 @@ class LlamaCache:
 class LlamaCppModel:
     """A GGUF model on llama.cpp's CPU kernels (llama-cpp-py-sync's prebuilt library), as a
     kv.Stepper. `threads`: llama.cpp's threads (default: torch's intra-op count, so a comparison
-    with a torch arm gives both the same cores); prompts prefill on all of them, steps and verify
-    passes on `step_threads` (_kernels decides, once: the threads on which a verify pass gives each
-    position a one-token step's bits; `lossless` False when none did)."""
+    with a torch arm gives both the same cores); prompts prefill on all of them, one-token steps on
+    `step_threads` and passes of several tokens (verify passes) on `verify_threads` (_kernels
+    decides both, once: threads on which a verify pass gives each position a one-token step's bits;
+    `lossless` False when none did)."""
 
     provider_name = "llama.cpp"
     native = True  # runs its passes and keeps its KV cache in its own library (LocalChatModel reads it)
@@ -154,8 +155,8 @@ class LlamaCppModel:
         self._current = self.threads
         self._claimed = False
         # decided once, before the first token, the same for every arm on this model (see _kernels)
-        self.step_threads, self.lossless = _weights.kernels if _weights else _kernels(self)
-        self._weights.kernels = (self.step_threads, self.lossless)
+        self.step_threads, self.verify_threads, self.lossless = _weights.kernels if _weights else _kernels(self)
+        self._weights.kernels = (self.step_threads, self.verify_threads, self.lossless)
 
     def own_context(self) -> LlamaCppModel:
         """This model for the first caller that asks, a `fork()` for every later one: each chat
@@ -188,7 +189,7 @@ class LlamaCppModel:
             raise ValueError(f"a pass of {len(ids)} tokens: llama.cpp takes at most {self.n_batch} at once "
                              "(prefill chunks them)")
         with self._lock:
-            self._use_threads(self.step_threads)
+            self._use_threads(self.step_threads if len(ids) == 1 else self.verify_threads)
             return self._decode(ids, cache, last_only)
 
     def prefill(self, ids: list[int], cache: LlamaCache) -> torch.Tensor:
@@ -246,22 +247,29 @@ class LlamaCppModel:
             self.lib.llama_set_n_threads(self._ctx, n, n)
             self._current = n
 
-    def _step_path(self) -> int | None:
-        """The first of `threads`, 1 on which a batched pass gives each row the bits of a one-token
-        step, after a context of PROBE_CONTEXT tokens (prefilled once, on every thread); None when
-        neither does."""
+    def _step_path(self) -> tuple[int, int] | None:
+        """The first of (threads, threads), (1, threads), (1, 1) as (step threads, verify threads)
+        on which batched passes of 2 and 8 rows give each row the bits of a one-token step, after a
+        context of PROBE_CONTEXT tokens (prefilled once, on every thread); None when none does.
+        Measured here on two threads: steps differ from batched rows on two, while batched rows on
+        two equal steps on one (batches of 2-40 rows, contexts of 50-3,000 cells, both weights), so
+        verify passes keep both cores and only one-token steps take one."""
         context = min(PROBE_CONTEXT, self.n_ctx - 16)
         cache = self.new_cache(context + 16)
         self.prefill(list(range(100, 100 + context)), cache)
         base, draft = cache.length, list(range(300, 308))
-        for threads in dict.fromkeys((self.threads, 1)):
-            self._use_threads(threads)
+        for step in dict.fromkeys((self.threads, 1)):
+            self._use_threads(step)
             steps = [self._decode([t], cache, False)[0] for t in draft]
             cache.crop(base)
-            batch = self._decode(draft, cache, False)
-            cache.crop(base)
-            if all(torch.equal(batch[i], steps[i]) for i in range(len(draft))):
-                return threads
+            for verify in dict.fromkeys((self.threads, step)):
+                self._use_threads(verify)
+                rows = []
+                for width in (2, len(draft)):
+                    rows.append(self._decode(draft[:width], cache, False))
+                    cache.crop(base)
+                if all(torch.equal(batch[i], steps[i]) for batch in rows for i in range(len(batch))):
+                    return step, verify
         return None
 
     def _remove(self, seq: int, keep: int) -> None:
@@ -273,7 +281,8 @@ class LlamaCppModel:
         """What a saved sequence state is valid for: this file, the library's build and the
         kernel path (prefill threads, step threads), which decide the KV cache's bits."""
         st = self.path.stat()
-        return f"{self.path.stem}-{st.st_size}-{_library_version()}-t{self.threads}-s{self.step_threads}"
+        return (f"{self.path.stem}-{st.st_size}-{_library_version()}-t{self.threads}-s{self.step_threads}"
+                f"-v{self.verify_threads}")
 
     def _save(self, seq: int, path: Path, tokens: list[int]) -> None:
         ids = self.ffi.new("int32_t[]", tokens)
@@ -307,32 +316,34 @@ class LlamaCppModel:
 
     def __repr__(self) -> str:
         return (f"LlamaCppModel({self.path.name}, threads={self.threads}, step_threads={self.step_threads}, "
-                f"n_ctx={self.n_ctx})")
+                f"verify_threads={self.verify_threads}, n_ctx={self.n_ctx})")
 
 
-def _kernels(model: LlamaCppModel) -> tuple[int, bool]:
-    """(threads for one-token steps and verify passes, whether verify rows then have a step's bits).
+def _kernels(model: LlamaCppModel) -> tuple[int, int, bool]:
+    """(threads for one-token steps, threads for passes of several tokens, whether verify rows then
+    have a step's bits).
 
     Greedy speculation is lossless only when a verify pass gives each position the bits of a
-    one-token step. On this project's CPU llama.cpp's prebuilt build does on one thread and does
-    not on two once the context passes 256 tokens (batched rows came out up to 0.8 in logits away):
-    so steps and verify passes run on `threads` where a probe finds the bits equal there, else on
-    one thread where it finds them equal there (prompts still prefill on every thread: that pass
-    is the same for every arm). The probe (a 320-token prefill and a few steps, about 1-2 s) runs
-    once per library, model file, thread count and CPU; its answer is kept in agenttrace's cache,
-    so every process and arm takes the same path, however busy the machine is."""
+    one-token step. On this project's CPU llama.cpp's prebuilt build does on one thread; on two,
+    once the context passes 256 tokens, one-token steps take another attention path (rows came out
+    up to 0.8 in logits away) while batched rows on two threads keep one thread's bits. So steps
+    run on `threads` where a probe finds the bits equal there, else on one thread, and verify
+    passes on `threads` where they still equal those steps (prompts prefill on every thread: that
+    pass is the same for every arm). The probe (a 320-token prefill and a few steps, about 1-2 s)
+    runs once per library, model file, thread count and CPU; its answer is kept in agenttrace's
+    cache, so every process and arm takes the same path, however busy the machine is."""
     from agenttrace.generation.cache import read_json, write_json
 
     lib = _library_version()
     key = decision_key(model.path, model.threads)
     known = read_json("llama-kernels.json") if lib else {}
-    if key not in known:
-        threads = model._step_path()
-        known[key] = [threads or model.threads, threads is not None]
+    if len(known.get(key, ())) != 3:  # not probed, or by a version that kept no verify threads
+        path = model._step_path()
+        known[key] = [*(path or (model.threads, model.threads)), path is not None]
         if lib:  # (a read-only cache: the next process probes again)
             write_json("llama-kernels.json", known)
-    threads, lossless = known[key]
-    return int(threads), bool(lossless)
+    step, verify, lossless = known[key]
+    return int(step), int(verify), bool(lossless)
 
 
 def decision_key(path: Path, threads: int) -> str:
@@ -377,7 +388,7 @@ class _Weights:
         self.model = lib.llama_model_load_from_file(str(path).encode(), lib.llama_model_default_params())
         if self.model == ffi.NULL:
             raise ModelUnavailable(f"llama.cpp could not load {path} (not a GGUF model it knows?)")
-        self.kernels: tuple[int, bool] | None = None
+        self.kernels: tuple[int, int, bool] | None = None
         weakref.finalize(self, lib.llama_model_free, self.model)
 
 
