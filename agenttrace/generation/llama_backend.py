@@ -25,6 +25,7 @@ import threading
 import weakref
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -39,6 +40,19 @@ N_BATCH = 512  # tokens per llama_decode at most (a longer prompt is prefilled i
 # The probe's context (_kernels): past 256 cells llama.cpp's one-token steps on two threads take
 # another attention path, whose bits differ from batched rows' here (on 1-255 cells they agree)
 PROBE_CONTEXT = 320
+# KV cache types the kernel probe tries (ggml's type ids) and bytes per value (q8_0: 32 values in
+# 34 bytes). f16 is llama.cpp's default; a q8_0 cache takes another attention path on one-token
+# steps, whose bits equal batched rows' on every thread here
+KV_TYPES = {"f16": (1, 2.0), "q8_0": (8, 34 / 32)}
+
+
+class KernelPath(NamedTuple):
+    """How a model's passes run, decided once per library, file, thread count and CPU (_kernels)."""
+
+    kv_cache: str  # a KV_TYPES key
+    step_threads: int  # one-token steps
+    verify_threads: int  # passes of several tokens (verify passes, chunks after a cached prefix)
+    lossless: bool  # verify rows have a one-token step's bits on this path
 
 
 class LlamaCache:
@@ -113,13 +127,21 @@ class LlamaCppModel:
     native = True  # runs its passes and keeps its KV cache in its own library (LocalChatModel reads it)
 
     def __init__(self, gguf: str | Path, *, threads: int | None = None, n_ctx: int = 8192,
-                 _weights: _Weights | None = None) -> None:
+                 _weights: _Weights | None = None, _path: KernelPath | None = None) -> None:
         self.ffi, self.lib = open_library()
         ffi, lib = self.ffi, self.lib
         path = Path(gguf)
         self.threads = default_threads(threads)
         self._weights = _weights or _Weights(lib, ffi, path)
         self._model = self._weights.model
+        # decided once, before the first token, the same for every arm on this model (see _kernels);
+        # `_path` is the probe's own context
+        if _path is None:
+            if self.threads not in self._weights.kernels:
+                self._weights.kernels[self.threads] = _kernels(path, self.threads, self._weights)
+            _path = self._weights.kernels[self.threads]
+        self.kernel_path = _path
+        self.kv_cache, self.step_threads, self.verify_threads, self.lossless = _path
         trained = int(lib.llama_model_n_ctx_train(self._model))
         ctx = lib.llama_context_default_params()
         ctx.n_ctx = min(n_ctx, trained) if trained > 0 else n_ctx
@@ -128,6 +150,8 @@ class LlamaCppModel:
         ctx.kv_unified = True  # the sequences share the context's cells, as many as each needs
         ctx.n_threads = ctx.n_threads_batch = self.threads
         ctx.embeddings = False
+        kv_type, kv_bytes = KV_TYPES[self.kv_cache]
+        ctx.type_k = ctx.type_v = kv_type
         self._ctx = lib.llama_init_from_model(self._model, ctx)
         if self._ctx == ffi.NULL:
             raise ModelUnavailable(f"llama.cpp could not make a context for {path} ({ctx.n_ctx} tokens)")
@@ -136,9 +160,9 @@ class LlamaCppModel:
         self.vocab_size = int(lib.llama_vocab_n_tokens(vocab))
         self.n_ctx = int(lib.llama_n_ctx(self._ctx))
         heads, kv_heads = int(lib.llama_model_n_head(self._model)), int(lib.llama_model_n_head_kv(self._model))
-        # f16 keys and values (the context's default cache type) for every layer's kv heads
-        self.kv_bytes_per_token = (int(lib.llama_model_n_layer(self._model)) * 2 * kv_heads
-                                   * (int(lib.llama_model_n_embd(self._model)) // max(heads, 1)) * 2)
+        # keys and values of the cache's type for every layer's kv heads
+        self.kv_bytes_per_token = int(int(lib.llama_model_n_layer(self._model)) * 2 * kv_heads
+                                      * (int(lib.llama_model_n_embd(self._model)) // max(heads, 1)) * kv_bytes)
         self.n_batch = int(lib.llama_n_batch(self._ctx))  # llama.cpp lowers it to a small context's size
         self._batch = lib.llama_batch_init(N_BATCH, 0, 1)
         self._lock = threading.Lock()
@@ -154,9 +178,6 @@ class LlamaCppModel:
         self._closed = weakref.finalize(self, _free_context, lib, self._batch, self._ctx)
         self._current = self.threads
         self._claimed = False
-        # decided once, before the first token, the same for every arm on this model (see _kernels)
-        self.step_threads, self.verify_threads, self.lossless = _weights.kernels if _weights else _kernels(self)
-        self._weights.kernels = (self.step_threads, self.verify_threads, self.lossless)
 
     def own_context(self) -> LlamaCppModel:
         """This model for the first caller that asks, a `fork()` for every later one: each chat
@@ -247,29 +268,26 @@ class LlamaCppModel:
             self.lib.llama_set_n_threads(self._ctx, n, n)
             self._current = n
 
-    def _step_path(self) -> tuple[int, int] | None:
-        """The first of (threads, threads), (1, threads), (1, 1) as (step threads, verify threads)
-        on which batched passes of 2 and 8 rows give each row the bits of a one-token step, after a
-        context of PROBE_CONTEXT tokens (prefilled once, on every thread); None when none does.
-        Measured here on two threads: steps differ from batched rows on two, while batched rows on
-        two equal steps on one (batches of 2-40 rows, contexts of 50-3,000 cells, both weights), so
-        verify passes keep both cores and only one-token steps take one."""
+    def _agreeing(self, candidates: list[tuple[int, int]]) -> tuple[int, int] | None:
+        """The first (step threads, verify threads) of `candidates` on which batched passes of 2
+        and 8 rows give each row the bits of a one-token step, after a context of PROBE_CONTEXT
+        tokens (prefilled once, on every thread); None when none does."""
         context = min(PROBE_CONTEXT, self.n_ctx - 16)
         cache = self.new_cache(context + 16)
         self.prefill(list(range(100, 100 + context)), cache)
-        base, draft = cache.length, list(range(300, 308))
-        for step in dict.fromkeys((self.threads, 1)):
-            self._use_threads(step)
-            steps = [self._decode([t], cache, False)[0] for t in draft]
-            cache.crop(base)
-            for verify in dict.fromkeys((self.threads, step)):
-                self._use_threads(verify)
-                rows = []
-                for width in (2, len(draft)):
-                    rows.append(self._decode(draft[:width], cache, False))
-                    cache.crop(base)
-                if all(torch.equal(batch[i], steps[i]) for batch in rows for i in range(len(batch))):
-                    return step, verify
+        base, draft, steps = cache.length, list(range(300, 308)), {}
+        for step, verify in candidates:
+            if step not in steps:
+                self._use_threads(step)
+                steps[step] = [self._decode([t], cache, False)[0] for t in draft]
+                cache.crop(base)
+            self._use_threads(verify)
+            rows = []
+            for width in (2, len(draft)):
+                rows.append(self._decode(draft[:width], cache, False))
+                cache.crop(base)
+            if all(torch.equal(batch[i], steps[step][i]) for batch in rows for i in range(len(batch))):
+                return step, verify
         return None
 
     def _remove(self, seq: int, keep: int) -> None:
@@ -282,7 +300,7 @@ class LlamaCppModel:
         kernel path (prefill threads, step threads), which decide the KV cache's bits."""
         st = self.path.stat()
         return (f"{self.path.stem}-{st.st_size}-{_library_version()}-t{self.threads}-s{self.step_threads}"
-                f"-v{self.verify_threads}")
+                f"-v{self.verify_threads}-{self.kv_cache}")
 
     def _save(self, seq: int, path: Path, tokens: list[int]) -> None:
         ids = self.ffi.new("int32_t[]", tokens)
@@ -316,34 +334,51 @@ class LlamaCppModel:
 
     def __repr__(self) -> str:
         return (f"LlamaCppModel({self.path.name}, threads={self.threads}, step_threads={self.step_threads}, "
-                f"verify_threads={self.verify_threads}, n_ctx={self.n_ctx})")
+                f"verify_threads={self.verify_threads}, kv_cache={self.kv_cache}, n_ctx={self.n_ctx})")
 
 
-def _kernels(model: LlamaCppModel) -> tuple[int, int, bool]:
-    """(threads for one-token steps, threads for passes of several tokens, whether verify rows then
-    have a step's bits).
+def _kernels(path: Path, threads: int, weights: _Weights) -> KernelPath:
+    """How steps and verify passes run on `threads`: the KV cache's type and the threads of each.
 
     Greedy speculation is lossless only when a verify pass gives each position the bits of a
     one-token step. On this project's CPU llama.cpp's prebuilt build does on one thread; on two,
-    once the context passes 256 tokens, one-token steps take another attention path (rows came out
-    up to 0.8 in logits away) while batched rows on two threads keep one thread's bits. So steps
-    run on `threads` where a probe finds the bits equal there, else on one thread, and verify
-    passes on `threads` where they still equal those steps (prompts prefill on every thread: that
-    pass is the same for every arm). The probe (a 320-token prefill and a few steps, about 1-2 s)
-    runs once per library, model file, thread count and CPU; its answer is kept in agenttrace's
-    cache, so every process and arm takes the same path, however busy the machine is."""
+    once the context passes 256 tokens, one-token steps over an f16 cache take another attention
+    path (rows came out up to 0.8 in logits away), while over a q8_0 cache they keep batched rows'
+    bits, and batched rows on two threads keep one thread's. So the probe takes the first of: an
+    f16 cache with every pass on `threads`; a q8_0 cache so (as close to the fp32 model as f16's:
+    top-1 agreement 0.993 against 0.994 over 712 positions, measured); an f16 cache with steps on
+    one thread and verify passes on `threads`, or on one. Prompts prefill on every thread (that pass
+    is the same for every arm). The probe (a 320-token prefill and a few steps per cache type,
+    about 1-2 s) runs once per library, model file, thread count and CPU; its answer is kept in
+    agenttrace's cache, so every process and arm takes the same path, however busy the machine is."""
     from agenttrace.generation.cache import read_json, write_json
 
     lib = _library_version()
-    key = decision_key(model.path, model.threads)
+    key = decision_key(path, threads)
     known = read_json("llama-kernels.json") if lib else {}
-    if len(known.get(key, ())) != 3:  # not probed, or by a version that kept no verify threads
-        path = model._step_path()
-        known[key] = [*(path or (model.threads, model.threads)), path is not None]
+    if len(known.get(key, ())) != 4:  # not probed, or by a version that decided less
+        known[key] = list(_probe(path, threads, weights))
         if lib:  # (a read-only cache: the next process probes again)
             write_json("llama-kernels.json", known)
-    step, verify, lossless = known[key]
-    return int(step), int(verify), bool(lossless)
+    kv, step, verify, lossless = known[key]
+    return KernelPath(str(kv), int(step), int(verify), bool(lossless))
+
+
+def _probe(path: Path, threads: int, weights: _Weights) -> KernelPath:
+    """The first kernel path of _kernels' order on which verify rows have a step's bits."""
+    tries = [("f16", [(threads, threads)])]
+    if threads > 1:
+        tries += [("q8_0", [(threads, threads)]), ("f16", [(1, threads), (1, 1)])]
+    for kv, candidates in tries:
+        model = LlamaCppModel(path, threads=threads, n_ctx=PROBE_CONTEXT + 32, _weights=weights,
+                              _path=KernelPath(kv, threads, threads, False))
+        try:
+            found = model._agreeing(candidates)
+        finally:
+            model.close()
+        if found:
+            return KernelPath(kv, *found, True)
+    return KernelPath("f16", threads, threads, False)
 
 
 def decision_key(path: Path, threads: int) -> str:
@@ -388,7 +423,7 @@ class _Weights:
         self.model = lib.llama_model_load_from_file(str(path).encode(), lib.llama_model_default_params())
         if self.model == ffi.NULL:
             raise ModelUnavailable(f"llama.cpp could not load {path} (not a GGUF model it knows?)")
-        self.kernels: tuple[int, int, bool] | None = None
+        self.kernels: dict[int, KernelPath] = {}  # by thread count: the path of every context on them
         weakref.finalize(self, lib.llama_model_free, self.model)
 
 

@@ -219,17 +219,17 @@ def test_what_the_backend_cannot_take_it_says(llama, bundled):
 @pytest.mark.model
 def test_two_threads_take_one_kernel_path_and_stay_lossless_while_the_cores_are_busy(bundled):
     """The kernel path is decided once (a probe, kept in the cache): on this CPU llama.cpp's
-    one-token steps on two threads differ from its batched rows past 256 cells, so steps and verify
-    passes take threads where they agree (verify passes of 2 and 5 rows checked). Greedy
-    speculation then equals plain greedy on long prompts, with two other processes spinning on the
-    cores."""
+    one-token steps on two threads over an f16 KV cache differ from its batched rows past 256
+    cells, so the probe picks a KV cache type and threads on which they agree (verify passes of 2
+    and 5 rows checked), and probing afresh under load gives the same answer. Greedy speculation
+    then equals plain greedy on long prompts, with two other processes spinning on the cores."""
     import subprocess
     import sys
 
     import torch
 
     from agenttrace.generation.drafters import PromptLookupDrafter
-    from agenttrace.generation.llama_backend import LlamaCppModel
+    from agenttrace.generation.llama_backend import KV_TYPES, LlamaCppModel, _probe
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.models import find_bundled_gguf
 
@@ -237,6 +237,7 @@ def test_two_threads_take_one_kernel_path_and_stay_lossless_while_the_cores_are_
     model = LlamaCppModel(find_bundled_gguf(), threads=2, n_ctx=2048)
     try:
         assert model.lossless and model.step_threads in (1, 2) and model.verify_threads in (1, 2)
+        assert model.kv_cache in KV_TYPES and _probe(model.path, 2, model._weights) == model.kernel_path
         cache = model.new_cache(400)
         model.prefill(list(range(100, 420)), cache)  # past the 256 cells where the paths part
         steps = [model.forward([t], cache)[0] for t in range(300, 305)]
