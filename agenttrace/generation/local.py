@@ -16,7 +16,7 @@ from agenttrace.generation.ceiling import MachinePeaks, model_shape
 from agenttrace.generation.constrain import GrammarCompiler
 from agenttrace.generation.device import device_clock, device_peaks
 from agenttrace.generation.drafters import Drafter, fork_drafter
-from agenttrace.generation.kv import Stepper
+from agenttrace.generation.kv import Stepper, common_prefix_length
 from agenttrace.generation.loop import Decoded, StopCriteria, generate
 from agenttrace.generation.packed import packed_view, packs_one_row
 from agenttrace.generation.prefix_cache import PrefixCache
@@ -37,6 +37,17 @@ def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message])
         add_generation_prompt=True,
     )
     return tokenizer(rendered, add_special_tokens=False)["input_ids"]
+
+
+def opening_prefix(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message], ids: Sequence[int]) -> int:
+    """How many of the prompt `ids` are the conversation before its last message (an agent's first
+    call: system prompt, tools and examples, before the task's request) as the template renders
+    them alone, or 0 (a single message, or a template whose rendering of them is not a prefix)."""
+    if len(messages) < 2:
+        return 0
+    before = tokenizer(tokenizer.apply_chat_template([{"role": m.role, "content": m.content} for m in messages[:-1]],
+                                                     tokenize=False), add_special_tokens=False)["input_ids"]
+    return len(before) if common_prefix_length(before, ids) == len(before) else 0
 
 
 class LocalChatModel:
@@ -117,6 +128,7 @@ class LocalChatModel:
             # the context holds (llama_backend's docstring)
             model = model.own_context()
         self.native = native
+        self._opened = False  # a chat call has run (chat keeps the first one's opening: open_with)
         if packed_verify is None:
             # Plain decoding takes the packed view too where this process runs 1-row products on
             # it (packed.packs_one_row): a baseline and a speculative arm's plain steps then run
@@ -230,7 +242,14 @@ class LocalChatModel:
         self, messages: Sequence[Message], params: GenerationParams, *, cancel: CancelToken | None = None
     ) -> Generation:
         start = self.clock.now_ns()
-        return self._run(self.encode_chat(messages), params, cancel, start)[0]
+        ids = self.encode_chat(messages)
+        if not self._opened and self.prefix_cache is not None and self.prefix_cache.store is not None:
+            # A first call's conversation before its request (system prompt, tools, examples) is
+            # what this agent sends first in every process: kept on disk, the next process's first
+            # call starts from it (prompt_store.py). Only the first: later calls are a task's turns.
+            self.prefix_cache.open_with(ids[: opening_prefix(self.tokenizer, messages, ids)])
+        self._opened = True
+        return self._run(ids, params, cancel, start)[0]
 
     async def achat(self, messages: Sequence[Message], params: GenerationParams) -> Generation:
         """`chat` on a worker thread; cancelling the awaiting task stops generation within one

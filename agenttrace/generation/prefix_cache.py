@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from agenttrace.generation import kv
+from agenttrace.generation.prompt_store import MIN_TOKENS
 
 if TYPE_CHECKING:
     from transformers import Cache, PreTrainedModel
@@ -59,6 +60,7 @@ class PrefixCache:
         # prefixes on disk for later processes (prompt_store.py): for models whose caches save
         self.store = store
         self._entries: list[_Entry] = []  # most recently used last
+        self._openings: list[tuple[int, ...]] = []  # open_with's, until a call starts with one
         self.hits = 0
         self.reused_tokens = 0
 
@@ -97,12 +99,19 @@ class PrefixCache:
             if n > length:
                 best, length = entry, n
         shared, length = length, min(length, len(prompt) - 1)
+        opening = self._opening_of(prompt) if self.store is not None and not features else None
         if self.store is not None and not features:
             loaded = self.store.load(model, prompt, tokens, longer_than=length)
             if loaded is not None:  # a prefix an earlier process kept on disk
                 self.hits += 1
                 self.reused_tokens += loaded[1]
                 return Hit(*loaded, None)
+        if opening is not None and length < len(opening):  # open_with: its own pass, kept, then shared
+            cache = kv.new_cache(model, tokens)
+            model.prefill(list(opening), cache)
+            self.store.save(cache, opening)
+            self.put(opening, cache)
+            return Hit(cache.share(len(opening), tokens), len(opening), None)
         if best is None or length <= 0:
             return Hit(kv.new_cache(model, tokens), 0, None)
         self._entries.remove(best)
@@ -125,6 +134,23 @@ class PrefixCache:
         from transformers import DynamicCache
 
         return Hit(DynamicCache(ddp_cache_data=data, config=model.config), length, feats)
+
+    def open_with(self, opening: Sequence[int]) -> None:
+        """Have the next call whose prompt starts with `opening` (what later processes send first
+        again: an agent's system prompt, tools and examples) prefill it in a pass of its own, kept
+        here and on disk, unless memory or the store has it already. The call then prefills only
+        what follows, in the same passes as a later process that loads the opening from disk, so
+        both compute the same bits (a pass's bits depend on its length on llama.cpp's kernels)."""
+        if self.store is not None and len(opening) >= MIN_TOKENS:
+            self._openings.append(tuple(opening))
+
+    def _opening_of(self, prompt: Sequence[int]) -> tuple[int, ...] | None:
+        """The pending opening `prompt` starts with (taken out), or None."""
+        for opening in self._openings:
+            if len(opening) < len(prompt) and kv.common_prefix_length(opening, prompt) == len(opening):
+                self._openings.remove(opening)
+                return opening
+        return None
 
     def put(self, tokens: Sequence[int], cache: Cache, features: torch.Tensor | None = None) -> None:
         """Keep `cache`, which holds the KV entries of `tokens` (prompt and generated text), and

@@ -5,8 +5,9 @@ every process; on a CPU prefilling them is most of a cold start's first call (a 
 took 4.5 s on llama.cpp's Q4_1 kernels, one thread, here). The in-memory prefix cache
 (prefix_cache.py) helps only within one process. This store keeps, per model and kernel path,
 the KV state of a prefix that two different conversations shared (what the system prompt is,
-found without knowing the chat's structure), written once, and a later process's first call
-starts from it.
+found without knowing the chat's structure) and of a chat's opening system message (the chat
+model's first call puts it here: LocalChatModel.chat), each written once, and a later process's
+first call starts from it.
 
 Files: `<folder>/<sha1 of the tokens>.kv` (the backend's own state format: llama.cpp's sequence
 state file) and `index.json` listing each file's tokens. Bounded in bytes, oldest out first;
@@ -94,13 +95,17 @@ class PromptStore:
 
     def save(self, cache, tokens: Sequence[int]) -> None:
         """Keep the first len(tokens) positions of `cache` (which holds at least those tokens)
-        unless a stored file already covers them; oldest files go past `max_bytes`."""
+        unless a stored file already covers them, or all but fewer than MIN_TOKENS of them (a
+        system prompt kept alone, then the same with a user turn's opening); oldest files go past
+        `max_bytes`."""
         tokens = list(tokens)
         if len(tokens) < MIN_TOKENS:
             return
         index = self._index()
-        if any(len(t) >= len(tokens) and kv.common_prefix_length(t, tokens) == len(tokens) for t in index.values()):
-            return
+        for t in index.values():
+            covered = kv.common_prefix_length(t, tokens)
+            if covered == len(tokens) or (covered == len(t) and len(tokens) - covered < MIN_TOKENS):
+                return
         name = hashlib.sha1(json.dumps(tokens).encode()).hexdigest() + ".kv"
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
