@@ -50,10 +50,11 @@ def available_backends() -> tuple[str, ...]:
 def _machine() -> str:
     import torch
 
-    from agenttrace.generation.llama_backend import _cpu_name, _library_version
+    from agenttrace.generation.ceiling import cpu_name
+    from agenttrace.generation.llama_kernels import library_version
 
-    return (f"{platform.machine()}|{_cpu_name()}|{os.cpu_count()}|{torch.get_num_threads()}|{torch.__version__}|"
-            f"{_library_version()}")
+    return (f"{platform.machine()}|{cpu_name()}|{os.cpu_count()}|{torch.get_num_threads()}|{torch.__version__}|"
+            f"{library_version()}")
 
 
 def choose_backend(workload: str, measure: Callable[[str], None], *, prepare: Callable[[str], None] | None = None,

@@ -86,7 +86,8 @@ def decode_bytes(model) -> StepBytes:
     return StepBytes(weights=total - buffers, kv_per_token=kv_bytes)
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what platform says."""
     try:
         with open("/proc/cpuinfo") as f:
             return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.machine())
@@ -124,7 +125,7 @@ def machine_peaks(cache: Path | None = None, device: str = "cpu", refresh: bool 
     cache under `cache` when measured before (`refresh` measures again)."""
     import torch
 
-    name = torch.cuda.get_device_name(0) if device.startswith("cuda") else f"{_cpu_name()}, {torch.get_num_threads()} threads"
+    name = torch.cuda.get_device_name(0) if device.startswith("cuda") else f"{cpu_name()}, {torch.get_num_threads()} threads"
     key = f"{name}|torch {torch.__version__}"
     path = cache / "machine-peaks.json" if cache is not None else None
     known: dict = {}

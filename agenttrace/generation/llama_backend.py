@@ -25,34 +25,18 @@ import threading
 import weakref
 from pathlib import Path
 from types import SimpleNamespace
-from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from agenttrace.errors import ModelUnavailable
+from agenttrace.generation.llama_kernels import KV_TYPES, PROBE_CONTEXT, KernelPath, kernels, library_version
 from agenttrace.generation.llama_lib import open_library, quiet_logs
 
 # Sequences one context holds at once: its running generations and the finished ones its prefix
 # cache keeps. They cost nothing apart: the cells are what is bounded (max_kept_bytes).
 SEQUENCES = 32
 N_BATCH = 512  # tokens per llama_decode at most (a longer prompt is prefilled in chunks)
-# The probe's context (_kernels): past 256 cells llama.cpp's one-token steps on two threads take
-# another attention path, whose bits differ from batched rows' here (on 1-255 cells they agree)
-PROBE_CONTEXT = 320
-# KV cache types the kernel probe tries (ggml's type ids) and bytes per value (q8_0: 32 values in
-# 34 bytes). f16 is llama.cpp's default; a q8_0 cache takes another attention path on one-token
-# steps, whose bits equal batched rows' on every thread here
-KV_TYPES = {"f16": (1, 2.0), "q8_0": (8, 34 / 32)}
-
-
-class KernelPath(NamedTuple):
-    """How a model's passes run, decided once per library, file, thread count and CPU (_kernels)."""
-
-    kv_cache: str  # a KV_TYPES key
-    step_threads: int  # one-token steps
-    verify_threads: int  # passes of several tokens (verify passes, chunks after a cached prefix)
-    lossless: bool  # verify rows have a one-token step's bits on this path
 
 
 class LlamaCache:
@@ -119,7 +103,7 @@ class LlamaCppModel:
     """A GGUF model on llama.cpp's CPU kernels (llama-cpp-py-sync's prebuilt library), as a
     kv.Stepper. `threads`: llama.cpp's threads (default: torch's intra-op count, so a comparison
     with a torch arm gives both the same cores); prompts prefill on all of them, one-token steps on
-    `step_threads` and passes of several tokens (verify passes) on `verify_threads` (_kernels
+    `step_threads` and passes of several tokens (verify passes) on `verify_threads` (llama_kernels
     decides both, once: threads on which a verify pass gives each position a one-token step's bits;
     `lossless` False when none did)."""
 
@@ -131,14 +115,14 @@ class LlamaCppModel:
         self.ffi, self.lib = open_library()
         ffi, lib = self.ffi, self.lib
         path = Path(gguf)
-        self.threads = default_threads(threads)
+        self.path, self.threads = path, default_threads(threads)
         self._weights = _weights or _Weights(lib, ffi, path)
         self._model = self._weights.model
-        # decided once, before the first token, the same for every arm on this model (see _kernels);
+        # decided once, before the first token, the same for every arm on this model (llama_kernels);
         # `_path` is the probe's own context
         if _path is None:
             if self.threads not in self._weights.kernels:
-                self._weights.kernels[self.threads] = _kernels(path, self.threads, self._weights)
+                self._weights.kernels[self.threads] = kernels(path, self.threads, self.probe_context)
             _path = self._weights.kernels[self.threads]
         self.kernel_path = _path
         self.kv_cache, self.step_threads, self.verify_threads, self.lossless = _path
@@ -174,10 +158,14 @@ class LlamaCppModel:
                                       max_position_embeddings=self.n_ctx)
         self.generation_config = SimpleNamespace(eos_token_id=sorted(eos))
         self.device = torch.device("cpu")
-        self.path = path
         self._closed = weakref.finalize(self, _free_context, lib, self._batch, self._ctx)
         self._current = self.threads
         self._claimed = False
+
+    def probe_context(self, path: KernelPath) -> LlamaCppModel:
+        """A small context of this model's weights running on `path` (llama_kernels' probe)."""
+        return LlamaCppModel(self.path, threads=self.threads, n_ctx=PROBE_CONTEXT + 32, _weights=self._weights,
+                             _path=path)
 
     def own_context(self) -> LlamaCppModel:
         """This model for the first caller that asks, a `fork()` for every later one: each chat
@@ -268,28 +256,6 @@ class LlamaCppModel:
             self.lib.llama_set_n_threads(self._ctx, n, n)
             self._current = n
 
-    def _agreeing(self, candidates: list[tuple[int, int]]) -> tuple[int, int] | None:
-        """The first (step threads, verify threads) of `candidates` on which batched passes of 2
-        and 8 rows give each row the bits of a one-token step, after a context of PROBE_CONTEXT
-        tokens (prefilled once, on every thread); None when none does."""
-        context = min(PROBE_CONTEXT, self.n_ctx - 16)
-        cache = self.new_cache(context + 16)
-        self.prefill(list(range(100, 100 + context)), cache)
-        base, draft, steps = cache.length, list(range(300, 308)), {}
-        for step, verify in candidates:
-            if step not in steps:
-                self._use_threads(step)
-                steps[step] = [self._decode([t], cache, False)[0] for t in draft]
-                cache.crop(base)
-            self._use_threads(verify)
-            rows = []
-            for width in (2, len(draft)):
-                rows.append(self._decode(draft[:width], cache, False))
-                cache.crop(base)
-            if all(torch.equal(batch[i], steps[step][i]) for batch in rows for i in range(len(batch))):
-                return step, verify
-        return None
-
     def _remove(self, seq: int, keep: int) -> None:
         with self._lock:
             self.lib.llama_memory_seq_rm(self._memory, seq, keep, -1)
@@ -299,7 +265,7 @@ class LlamaCppModel:
         """What a saved sequence state is valid for: this file, the library's build and the
         kernel path (prefill threads, step threads), which decide the KV cache's bits."""
         st = self.path.stat()
-        return (f"{self.path.stem}-{st.st_size}-{_library_version()}-t{self.threads}-s{self.step_threads}"
+        return (f"{self.path.stem}-{st.st_size}-{library_version()}-t{self.threads}-s{self.step_threads}"
                 f"-v{self.verify_threads}-{self.kv_cache}")
 
     def _save(self, seq: int, path: Path, tokens: list[int]) -> None:
@@ -337,79 +303,10 @@ class LlamaCppModel:
                 f"verify_threads={self.verify_threads}, kv_cache={self.kv_cache}, n_ctx={self.n_ctx})")
 
 
-def _kernels(path: Path, threads: int, weights: _Weights) -> KernelPath:
-    """How steps and verify passes run on `threads`: the KV cache's type and the threads of each.
-
-    Greedy speculation is lossless only when a verify pass gives each position the bits of a
-    one-token step. On this project's CPU llama.cpp's prebuilt build does on one thread; on two,
-    once the context passes 256 tokens, one-token steps over an f16 cache take another attention
-    path (rows came out up to 0.8 in logits away), while over a q8_0 cache they keep batched rows'
-    bits, and batched rows on two threads keep one thread's. So the probe takes the first of: an
-    f16 cache with every pass on `threads`; a q8_0 cache so (as close to the fp32 model as f16's:
-    top-1 agreement 0.993 against 0.994 over 712 positions, measured); an f16 cache with steps on
-    one thread and verify passes on `threads`, or on one. Prompts prefill on every thread (that pass
-    is the same for every arm). The probe (a 320-token prefill and a few steps per cache type,
-    about 1-2 s) runs once per library, model file, thread count and CPU; its answer is kept in
-    agenttrace's cache, so every process and arm takes the same path, however busy the machine is."""
-    from agenttrace.generation.cache import read_json, write_json
-
-    lib = _library_version()
-    key = decision_key(path, threads)
-    known = read_json("llama-kernels.json") if lib else {}
-    if len(known.get(key, ())) != 4:  # not probed, or by a version that decided less
-        known[key] = list(_probe(path, threads, weights))
-        if lib:  # (a read-only cache: the next process probes again)
-            write_json("llama-kernels.json", known)
-    kv, step, verify, lossless = known[key]
-    return KernelPath(str(kv), int(step), int(verify), bool(lossless))
-
-
-def _probe(path: Path, threads: int, weights: _Weights) -> KernelPath:
-    """The first kernel path of _kernels' order on which verify rows have a step's bits."""
-    tries = [("f16", [(threads, threads)])]
-    if threads > 1:
-        tries += [("q8_0", [(threads, threads)]), ("f16", [(1, threads), (1, 1)])]
-    for kv, candidates in tries:
-        model = LlamaCppModel(path, threads=threads, n_ctx=PROBE_CONTEXT + 32, _weights=weights,
-                              _path=KernelPath(kv, threads, threads, False))
-        try:
-            found = model._agreeing(candidates)
-        finally:
-            model.close()
-        if found:
-            return KernelPath(kv, *found, True)
-    return KernelPath("f16", threads, threads, False)
-
-
-def decision_key(path: Path, threads: int) -> str:
-    """What a decision measured on llama.cpp (the kernel path, the weights) holds for: the library's
-    build, the file, the thread count and the CPU."""
-    import platform
-
-    return f"{_library_version()}|{path.name}|{path.stat().st_size}|{threads}|{platform.machine()}|{_cpu_name()}"
-
-
 def default_threads(threads: int | None) -> int:
     """llama.cpp's threads when none are asked: torch's intra-op count, so a comparison with a
     torch arm gives both the same cores."""
     return threads or torch.get_num_threads() or os.cpu_count() or 1
-
-
-def _library_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("llama-cpp-py-sync")
-    except Exception:  # noqa: BLE001  (a copy without metadata: probe, keep nothing)
-        return None
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        return ""
 
 
 class _Weights:

@@ -72,9 +72,10 @@ def choose_weights(gguf: Path, threads: int, choice: str, cache: Path) -> tuple[
     if choice == "q8_0":
         return requantized(gguf, cache), "q8_0"
     from agenttrace.generation.cache import read_json, write_json
-    from agenttrace.generation.llama_backend import LlamaCppModel, _library_version, decision_key
+    from agenttrace.generation.llama_backend import LlamaCppModel
+    from agenttrace.generation.llama_kernels import decision_key, library_version
 
-    lib = _library_version()
+    lib = library_version()
     key = decision_key(gguf, threads)
     known = read_json("llama-weights.json") if lib else {}
     if key not in known:

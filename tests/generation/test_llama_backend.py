@@ -229,7 +229,8 @@ def test_two_threads_take_one_kernel_path_and_stay_lossless_while_the_cores_are_
     import torch
 
     from agenttrace.generation.drafters import PromptLookupDrafter
-    from agenttrace.generation.llama_backend import KV_TYPES, LlamaCppModel, _probe
+    from agenttrace.generation.llama_backend import LlamaCppModel
+    from agenttrace.generation.llama_kernels import KV_TYPES, probe
     from agenttrace.generation.local import LocalChatModel
     from agenttrace.generation.models import find_bundled_gguf
 
@@ -237,7 +238,7 @@ def test_two_threads_take_one_kernel_path_and_stay_lossless_while_the_cores_are_
     model = LlamaCppModel(find_bundled_gguf(), threads=2, n_ctx=2048)
     try:
         assert model.lossless and model.step_threads in (1, 2) and model.verify_threads in (1, 2)
-        assert model.kv_cache in KV_TYPES and _probe(model.path, 2, model._weights) == model.kernel_path
+        assert model.kv_cache in KV_TYPES and probe(2, model.probe_context) == model.kernel_path
         cache = model.new_cache(400)
         model.prefill(list(range(100, 420)), cache)  # past the 256 cells where the paths part
         steps = [model.forward([t], cache)[0] for t in range(300, 305)]

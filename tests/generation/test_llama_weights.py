@@ -64,7 +64,7 @@ def test_auto_takes_the_answer_measured_once(gguf, tmp_path, monkeypatch):
     a cache that cannot be read is measured again, not trusted."""
     from agenttrace.generation import llama_weights
     from agenttrace.generation.cache import write_json
-    from agenttrace.generation.llama_backend import decision_key
+    from agenttrace.generation.llama_kernels import decision_key
 
     monkeypatch.setenv("AGENTTRACE_CACHE_DIR", str(tmp_path))
     key = decision_key(gguf, 1)
