@@ -6,6 +6,7 @@ prompt lookup), eager or compiled, and llama.cpp's through its peer. Each arm is
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 
 from agenttrace.bench.generation_records import Run
 from agenttrace.clock import Clock
@@ -15,8 +16,8 @@ __all__ = ["HEAD_ARMS", "NATIVE_ARMS", "build_arms", "warm_up"]
 
 # Our loop on llama.cpp's kernels (generation/llama_backend.py), over the bundled GGUF itself and
 # (`_q8`) over its Q8_0 copy (llama_weights.py): they run once, as the `gguf` weights, whatever
-# --weights says.
-_NATIVE = ("plain", "prompt_lookup_k3", "prompt_lookup_k8", "prompt_lookup_adaptive16")
+# --weights says. The trained heads' arms (eagle_k4, medusa_k3) draft from llama.cpp's features.
+_NATIVE = ("plain", "prompt_lookup_k3", "prompt_lookup_k8", "prompt_lookup_adaptive16", "eagle_k4", "medusa_k3")
 NATIVE_ARMS = tuple(f"ours_llama{q}_{a}" for q in ("", "_q8") for a in _NATIVE)
 
 
@@ -159,19 +160,25 @@ def build_arms(loaded, names: list[str], clock: Clock, peer=None,
 
             try:  # the GGUF the bundled model was converted from; llama.cpp's threads = torch's
                 gguf = find_bundled_gguf()
-                native[q8] = LlamaCppModel(requantized(gguf, cache_dir()) if q8 else gguf, threads=torch.get_num_threads())
+                native[q8] = LlamaCppModel(requantized(gguf, cache_dir()) if q8 else gguf, threads=torch.get_num_threads(),
+                                           tables_from=gguf)
             except ModelUnavailable as exc:
                 raise SystemExit(f"the {', '.join(NATIVE_ARMS)} arms: {exc}") from exc
         model = native[q8]
+        if callable(kw.get("head")):  # a trained head's arm: its drafter binds this model's tables
+            kw = kw["head"](SimpleNamespace(model=model, name=loaded.name))
         return _our_arm(LocalChatModel(model, tok, name=model.config._name_or_path, clock=clock, **kw))
 
     drafting = {"plain": {}, "prompt_lookup_k3": {"num_speculative_tokens": 3, "fallback": False},
                 "prompt_lookup_k8": {"num_speculative_tokens": 8, "fallback": False},
                 "prompt_lookup_adaptive16": {"num_speculative_tokens": 16, "adaptive": True}}
+    # the trained heads' chains, on llama.cpp's features (the heads bind the file's tables)
+    drafting["eagle_k4"] = {"head": lambda target: _head("eagle", target, 4)}
+    drafting["medusa_k3"] = {"head": lambda target: _head("medusa", target, 3)}
     for q in ("", "_q8"):
         for a, kw in drafting.items():
             factories[f"ours_llama{q}_{a}"] = lambda q8=bool(q), kw=kw: on_llama(
-                q8, **({"drafter": PromptLookupDrafter(), **kw} if kw else {}))
+                q8, **({"drafter": PromptLookupDrafter(), **kw} if kw and "head" not in kw else kw))
     if peer is not None:
         stop = sorted(_stop_ids(loaded))
         factories["llama_cpp"] = lambda: peer.arm(stop, lookup=False)

@@ -78,7 +78,12 @@ def forward_features(model: PreTrainedModel, ids: list[int], cache: Cache, *, la
     positions [n] and visible [n, cached + n] (bool, True where a row may attend) score a draft
     tree in one pass: each node at its depth's position, seeing the context and its ancestors.
     None: the next positions, causally. Needs the `model.model` / `model.lm_head` layout and
-    the eager path (ValueError otherwise: the caller drafts without features)."""
+    the eager path, or a Stepper with its own `forward_features` (llama.cpp's, chains only);
+    ValueError otherwise: the caller drafts without features."""
+    if isinstance(model, Stepper) and callable(getattr(model, "forward_features", None)):
+        if positions is not None or visible is not None:  # (LocalChatModel refuses tree drafters there)
+            raise ValueError(f"{type(model).__name__} scores no draft tree: it takes no positions or attention mask")
+        return model.forward_features(ids, cache, last_only)
     inner, head = getattr(model, "model", None), getattr(model, "lm_head", None)
     if isinstance(model, Stepper) or inner is None or head is None:
         raise ValueError(f"features need an eager model with model.model and lm_head; {type(model).__name__} has not")

@@ -111,11 +111,15 @@ class LlamaCppModel:
     native = True  # runs its passes and keeps its KV cache in its own library (LocalChatModel reads it)
 
     def __init__(self, gguf: str | Path, *, threads: int | None = None, n_ctx: int = 8192,
-                 _weights: _Weights | None = None, _path: KernelPath | None = None) -> None:
+                 tables_from: str | Path | None = None, _weights: _Weights | None = None,
+                 _path: KernelPath | None = None) -> None:
         self.ffi, self.lib = open_library()
         ffi, lib = self.ffi, self.lib
         path = Path(gguf)
         self.path, self.threads = path, default_threads(threads)
+        # the GGUF whose embedding and output tables draft heads read (get_input_embeddings): the
+        # file a Q8_0 copy was made from, whose tables the heads were trained against
+        self.tables_from = Path(tables_from) if tables_from is not None else path
         self._weights = _weights or _Weights(lib, ffi, path)
         self._model = self._weights.model
         # decided once, before the first token, the same for every arm on this model (llama_kernels);
@@ -153,9 +157,13 @@ class LlamaCppModel:
         self._free = list(range(SEQUENCES))
         self._kept: list[weakref.ref[LlamaCache]] = []  # LlamaCache.keep, oldest first
         eos = {int(lib.llama_vocab_eos(vocab)), int(lib.llama_vocab_eot(vocab))} - {-1}
-        # what LocalChatModel reads of a transformers model
+        # what LocalChatModel (and a draft head's fingerprint) reads of a transformers model
+        arch = ffi.new("char[]", 64)
+        lib.llama_model_meta_val_str(self._model, b"general.architecture", arch, 64)
         self.config = SimpleNamespace(_name_or_path=f"{path.name} (llama.cpp)", vocab_size=self.vocab_size,
-                                      max_position_embeddings=self.n_ctx)
+                                      max_position_embeddings=self.n_ctx, model_type=ffi.string(arch).decode(),
+                                      hidden_size=int(lib.llama_model_n_embd(self._model)),
+                                      num_hidden_layers=int(lib.llama_model_n_layer(self._model)))
         self.generation_config = SimpleNamespace(eos_token_id=sorted(eos))
         self.device = torch.device("cpu")
         self._closed = weakref.finalize(self, _free_context, lib, self._batch, self._ctx)
@@ -164,8 +172,8 @@ class LlamaCppModel:
 
     def probe_context(self, path: KernelPath) -> LlamaCppModel:
         """A small context of this model's weights running on `path` (llama_kernels' probe)."""
-        return LlamaCppModel(self.path, threads=self.threads, n_ctx=PROBE_CONTEXT + 32, _weights=self._weights,
-                             _path=path)
+        return LlamaCppModel(self.path, threads=self.threads, n_ctx=PROBE_CONTEXT + 32, tables_from=self.tables_from,
+                             _weights=self._weights, _path=path)
 
     def own_context(self) -> LlamaCppModel:
         """This model for the first caller that asks, a `fork()` for every later one: each chat
@@ -179,7 +187,8 @@ class LlamaCppModel:
     def fork(self) -> LlamaCppModel:
         """A model on the same mapped weights with a context (KV cells) of its own, running the
         same kernel path: what it generates cannot depend on this one's calls."""
-        return LlamaCppModel(self.path, threads=self.threads, n_ctx=self.n_ctx, _weights=self._weights)
+        return LlamaCppModel(self.path, threads=self.threads, n_ctx=self.n_ctx, tables_from=self.tables_from,
+                             _weights=self._weights)
 
     # -- kv.Stepper ------------------------------------------------------------------------
     def new_cache(self, tokens: int) -> LlamaCache:
@@ -211,6 +220,48 @@ class LlamaCppModel:
             for chunk in chunks[:-1]:
                 self._decode(chunk, cache, True, outputs=False)
             return self._decode(chunks[-1], cache, True)
+
+    def forward_features(self, ids: list[int], cache: LlamaCache, last_only: bool = False
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`forward` (a prompt longer than a pass in chunks, as `prefill`), also returning the
+        target's features [n, d]: the last layer's hidden state after the final norm, what the
+        output table multiplies (llama.cpp's embeddings output without pooling), which draft heads
+        read. Every row is an output then, so the output layer runs on every row."""
+        chunks = [ids[i : i + self.n_batch] for i in range(0, len(ids), self.n_batch)]
+        if not last_only and len(chunks) > 1:
+            raise ValueError(f"a pass of {len(ids)} tokens: llama.cpp takes at most {self.n_batch} at once")
+        hidden, logits = [], None
+        with self._lock:
+            # a prompt's pass on every thread, as `prefill`; a round's as `forward`
+            self._use_threads(self.threads if last_only else self.step_threads if len(ids) == 1 else self.verify_threads)
+            self.lib.llama_set_embeddings(self._ctx, True)
+            try:
+                for chunk in chunks:
+                    logits = self._decode(chunk, cache, False)
+                    embd = self.lib.llama_get_embeddings(self._ctx)
+                    hidden.append(torch.from_numpy(np.frombuffer(
+                        self.ffi.buffer(embd, len(chunk) * self.config.hidden_size * 4), dtype=np.float32
+                    ).reshape(len(chunk), self.config.hidden_size).copy()))
+            finally:
+                self.lib.llama_set_embeddings(self._ctx, False)
+        return (logits[-1:] if last_only else logits), torch.cat(hidden)
+
+    def get_input_embeddings(self) -> SimpleNamespace:
+        """The embedding table [vocab, d] as float32 (`tables_from`'s, dequantized once into the cache)."""
+        return SimpleNamespace(weight=self._table("embedding"))
+
+    def get_output_embeddings(self) -> SimpleNamespace | None:
+        """The output table [vocab, d], or None when the model ties it to the embedding."""
+        table = self._table("output")
+        return SimpleNamespace(weight=table) if table is not None else None
+
+    def _table(self, name: str) -> torch.Tensor | None:
+        if self._weights.tables is None:
+            from agenttrace.generation.cache import cache_dir
+            from agenttrace.generation.gguf_tables import tables
+
+            self._weights.tables = {k: torch.from_numpy(np.array(v)) for k, v in tables(self.tables_from, cache_dir()).items()}
+        return self._weights.tables.get(name)
 
     # -- the context ------------------------------------------------------------------------
     def _decode(self, ids: list[int], cache: LlamaCache, last_only: bool, outputs: bool = True) -> torch.Tensor:
@@ -321,6 +372,7 @@ class _Weights:
         if self.model == ffi.NULL:
             raise ModelUnavailable(f"llama.cpp could not load {path} (not a GGUF model it knows?)")
         self.kernels: dict[int, KernelPath] = {}  # by thread count: the path of every context on them
+        self.tables: dict[str, torch.Tensor] | None = None  # get_input_embeddings' (read when asked)
         weakref.finalize(self, lib.llama_model_free, self.model)
 
 

@@ -108,14 +108,19 @@ class LocalChatModel:
         # (an empty PrefixCache is falsy: test for the type, not truthiness)
         self.prefix_cache = prefix_cache if isinstance(prefix_cache, PrefixCache) else (PrefixCache() if prefix_cache else None)
         # A model that runs its passes itself (llama_backend.LlamaCppModel) keeps its KV cache
-        # outside torch: no prepacked view, compiled graphs, engine or features (its prefix cache
-        # keeps the library's sequences: prefix_cache.py).
+        # outside torch: no prepacked view, compiled graphs or engine; features where it has
+        # forward_features, for chains (no tree's mask); its prefix cache keeps the library's
+        # sequences (prefix_cache.py).
         native = isinstance(model, Stepper) and getattr(model, "native", False) is True
         if native:
             self.provider_name = getattr(model, "provider_name", self.provider_name)
+            reads = getattr(drafter, "reads_features", False)
+            trees = any(getattr(d, "tree", None) is not None for d in (drafter, getattr(drafter, "head", None)))
             unsupported = [what for what, asked in (
                 ("compiled graphs (compiled=False)", bool(compiled)), ("a batching engine (engine=None)", engine is not None),
-                (f"the {getattr(drafter, 'method', '')} drafter's target features", getattr(drafter, "reads_features", False)),
+                (f"the {getattr(drafter, 'method', '')} drafter's target features",
+                 reads and not callable(getattr(model, "forward_features", None))),
+                ("draft trees (a chain drafter)", trees),
             ) if asked]
             if unsupported:
                 raise ValueError(f"{model!r} keeps its KV cache in its own library: it takes no {', '.join(unsupported)}")

@@ -85,7 +85,7 @@ def _load_gguf(name_or_path: str | None, threads: int | None, n_ctx: int, gguf_w
     threads = default_threads(threads)
     path, kind = choose_weights(gguf, threads, gguf_weights, cache_dir())
     phase("choose the weights")  # (on a cold cache: the Q8_0 copy written and both timed, ~10 s once)
-    model = LlamaCppModel(path, threads=threads, n_ctx=n_ctx)
+    model = LlamaCppModel(path, threads=threads, n_ctx=n_ctx, tables_from=gguf)
     phase("map the weights")
     name = BUNDLED_MODEL_NAME if bundled else gguf.stem
     note = (f"a Q8_0 copy of {gguf.name}" + (", measured faster here" if gguf_weights == "auto" else "")

@@ -123,7 +123,8 @@ class PrefixCache:
                 # two conversations part here: what they share (the system prompt, the tools) is
                 # what the next process sends again, so it goes to disk (once)
                 self.store.save(best.native, prompt[:shared])
-            return Hit(best.native.share(length, tokens), length, None)
+            feats = best.features[:length] if features and best.features is not None else None
+            return Hit(best.native.share(length, tokens), length, feats)
         data = [(k[:, :, :length], v[:, :, :length]) for k, v in best.layers]
         feats = best.features[:length] if features and best.features is not None else None
         if isinstance(model, kv.Stepper):  # a compiled model: its own static cache, filled
@@ -156,9 +157,12 @@ class PrefixCache:
         """Keep `cache`, which holds the KV entries of `tokens` (prompt and generated text), and
         the target's features of those positions when given (at least the cache's length)."""
         if callable(getattr(cache, "share", None)):
+            length = kv.cached_length(cache)
+            if features is not None:
+                features = features[:length] if features.shape[0] >= length else None
             cache.keep()
-            self._keep(_Entry(tuple(tokens[: kv.cached_length(cache)]), [], cache.nbytes, native=cache),
-                       min(self.max_bytes, cache.max_kept_bytes))
+            self._keep(_Entry(tuple(tokens[:length]), [], cache.nbytes + (features.nbytes if features is not None else 0),
+                              features, native=cache), min(self.max_bytes, cache.max_kept_bytes))
             return
         from transformers import StaticCache
         from transformers.cache_utils import DynamicLayer, StaticLayer

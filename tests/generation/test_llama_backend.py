@@ -284,3 +284,41 @@ def test_llama_cpp_computes_the_model_transformers_computes(llama, bundled):
     assert out.shape == ref.shape and cache.get_seq_length() == len(ids)
     assert (out.argmax(-1) == ref.argmax(-1)).float().mean() >= 0.95
     assert (out - ref).abs().mean() < 0.1 * ref.std()
+
+
+@pytest.mark.model
+def test_the_trained_heads_draft_from_llama_cpps_features_and_change_nothing(llama):
+    """llama.cpp's embeddings output is the features the heads read (the last hidden state after
+    the final norm): a features pass gives the plain pass's logits bit for bit, and the shipped
+    EAGLE and Medusa heads, bound to the file's own tables (their fingerprint is the fp32
+    model's), draft chains that greedy verification keeps lossless. Trees are refused: a tree
+    pass needs an attention mask llama.cpp's batch does not take."""
+    import torch
+
+    from agenttrace.generation.head_drafters import TreeShape, head_drafter
+    from agenttrace.generation.local import LocalChatModel
+    from agenttrace.generation.models import BUNDLED_MODEL_NAME
+
+    model, tok = llama
+    plain = LocalChatModel(model, tok)
+    ids = _ids(plain, _PROMPTS[0])
+    a, b = model.new_cache(len(ids) + 8), model.new_cache(len(ids) + 8)
+    model.prefill(ids, a)
+    model.prefill(ids, b)
+    logits, hidden = model.forward_features([5, 6, 7], a)
+    assert torch.equal(logits, model.forward([5, 6, 7], b)) and hidden.shape == (3, model.config.hidden_size)
+    del a, b
+    arms = [LocalChatModel(model, tok, drafter=head_drafter(kind, model, BUNDLED_MODEL_NAME), num_speculative_tokens=k,
+                           fallback=False, prefix_cache=True) for kind, k in (("eagle", 4), ("medusa", 3))]
+    accepted = 0
+    for text in _PROMPTS:
+        ids = _ids(plain, text)
+        _, base = plain.complete_ids(ids, GenerationParams(max_tokens=32))
+        for arm in arms:
+            for _ in range(2):  # the second call from the prefix cache's entry and its kept features
+                _, out = arm.complete_ids(ids, GenerationParams(max_tokens=32))
+                assert out.tokens == base.tokens, (arm.drafter.method, text)
+                accepted += sum(r.accepted for r in out.rounds)
+    assert accepted > 0 and arms[0].prefix_cache.hits > 0
+    with pytest.raises(ValueError, match="draft trees"):
+        LocalChatModel(model, tok, drafter=head_drafter("eagle", model, BUNDLED_MODEL_NAME, tree=TreeShape()))
