@@ -12,9 +12,9 @@ the other arm's history. So every `LocalChatModel` runs on a `fork()` of its own
 stay mapped once), and what one generates never depends on another's calls or timing. A prefix cache keeps finished
 generations' sequences and starts a call from the longest common prefix by copying those cells'
 membership into a fresh sequence (`llama_memory_seq_cp` on a unified cache: no data copied, and
-the kept sequence is never written again). Not here: the target's features
-(EAGLE and Medusa heads read them; llama.cpp's embeddings output is the last layer's, normed,
-which is what they read, but it is not wired yet), draft trees (a tree pass needs its own
+the kept sequence is never written again). The target's features, which the EAGLE and Medusa
+heads read, are llama.cpp's embeddings output (the last layer's hidden state after the final norm),
+switched on for the passes that read them. Not here: draft trees (a tree pass needs its own
 attention mask) and the continuous-batching engine (it batches torch forwards).
 """
 

@@ -108,7 +108,7 @@ class PrefixCache:
                 return Hit(*loaded, None)
         if opening is not None and length < len(opening):  # open_with: its own pass, kept, then shared
             cache = kv.new_cache(model, tokens)
-            model.prefill(list(opening), cache)
+            kv.prefill(model, list(opening), cache)
             self.store.save(cache, opening)
             self.put(opening, cache)
             return Hit(cache.share(len(opening), tokens), len(opening), None)

@@ -5,9 +5,9 @@ every process; on a CPU prefilling them is most of a cold start's first call (a 
 took 4.5 s on llama.cpp's Q4_1 kernels, one thread, here). The in-memory prefix cache
 (prefix_cache.py) helps only within one process. This store keeps, per model and kernel path,
 the KV state of a prefix that two different conversations shared (what the system prompt is,
-found without knowing the chat's structure) and of a chat's opening system message (the chat
-model's first call puts it here: LocalChatModel.chat), each written once, and a later process's
-first call starts from it.
+found without knowing the chat's structure) and of a chat's opening (what comes before its
+request: system prompt, tools, examples; a chat model's first call puts it here, prefix_cache's
+open_with), each written once, and a later process's first call starts from it.
 
 Files: `<folder>/<sha1 of the tokens>.kv` (the backend's own state format: llama.cpp's sequence
 state file) and `index.json` listing each file's tokens. Bounded in bytes, oldest out first;
