@@ -233,7 +233,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated arms (default: all but the llama.cpp peer's: llama_cpp, llama_cpp_lookup "
                         "need scripts/llama_cpp.sh; our loop on llama.cpp's prebuilt kernels, ours_llama_plain, "
                         "ours_llama_prompt_lookup_k3 and _adaptive16 (and the same on the GGUF's Q8_0 copy, ours_llama_q8_*), "
-                        "when the llamacpp extra is installed, and ours_llama[_q8]_prompt_lookup_k8 when asked; the compiled ones, ours_plain_compiled, "
+                        "when the llamacpp extra is installed, and ours_llama[_q8]_prompt_lookup_k8, _eagle_k4 and _medusa_k3 "
+                        "(the trained heads on llama.cpp's features) when asked; the compiled ones, ours_plain_compiled, "
                         "ours_prompt_lookup_k3_compiled, ours_prompt_lookup_k8_compiled, which compile for minutes "
                         "first; and the trained heads' beyond ours_eagle_tree and ours_lookup_eagle_tree: "
                         "ours_eagle_k4, ours_eagle_tree_int8, ours_medusa_k3)")
