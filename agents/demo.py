@@ -82,14 +82,14 @@ def _drafter(name: str, loaded, console: Console | None):
     """The speculative arm's drafter: prompt lookup, the trained EAGLE head's draft trees (the
     bundled model's head ships with agenttrace; another model needs `agenttrace train-drafter`),
     or prompt lookup where it matches and EAGLE elsewhere. Without a head, or on llama.cpp's
-    kernels (the heads read the target's features, which that backend does not give yet), prompt
-    lookup alone, saying why."""
+    kernels (no draft trees there, and chains do not pay), prompt lookup alone, saying why."""
     if name == "lookup":
         return PromptLookupDrafter()
     if loaded.weights == "gguf":
         if console is not None:
-            console.print("on llama.cpp's kernels the speculative arm drafts with prompt lookup (the EAGLE head "
-                          "reads the target's features, which that backend does not give yet)")
+            console.print("on llama.cpp's kernels the speculative arm drafts with prompt lookup (EAGLE's draft trees "
+                          "need an attention mask llama.cpp's batch does not take, and its chains do not pay there: "
+                          "BENCHMARKS.md)")
         return PromptLookupDrafter()
     try:
         # on a CPU the int8 head drafts 3-4x faster than the fp32 one, accepted as often
@@ -128,8 +128,11 @@ def _load(backend: str, opts: DemoOptions):
 
 
 def _choose_backend(opts: DemoOptions, suite):
-    """The backend on which the demo's speculative arm runs the suite's first task sooner,
-    measured on this machine (once: later demos read the answer from the cache)."""
+    """The backend on which the demo's speculative arm takes the suite's first task to its first
+    step's end (its first valid tool call) sooner, measured on this machine (once: later demos
+    read the answer from the cache). One step, not the whole task: the two backends' greedy texts
+    can part at a near-tie, and a task that takes another step on one of them timed how many steps
+    the text needed, not how fast the backend runs (a fresh clone here chose torch that way)."""
     import tempfile
 
     models = {}
@@ -142,13 +145,13 @@ def _choose_backend(opts: DemoOptions, suite):
         with tempfile.TemporaryDirectory() as tmp:
             tel = Telemetry(service_name="agenttrace-demo-backend-probe")
             agent = suite.build_agent(_model_for("speculative", models[backend], opts, None), tel,
-                                      config=suite.config, workdir=Path(tmp))
+                                      config=replace(suite.config, max_steps=1), workdir=Path(tmp))
             agent.run(task)
             tel.shutdown()
 
     if opts.quantize:  # torch's weight variants: nothing to compare on llama.cpp
         return BackendChoice("torch", {}, False, f"--quantize {opts.quantize} is a weight variant of the torch backend"), models
-    choice = choose_backend(f"demo:{opts.suite}:{task.id}:{opts.drafter}:k{opts.num_speculative_tokens}:"
+    choice = choose_backend(f"demo:{opts.suite}:{task.id}:step1:{opts.drafter}:k{opts.num_speculative_tokens}:"
                             f"prefix{int(opts.prefix_cache)}", measure, prepare=prepare)
     return choice, models
 
