@@ -150,7 +150,7 @@ def build_arms(loaded, names: list[str], clock: Clock, peer=None,
     factories.update({name: (lambda make=make: ours(**make(loaded))) for name, make in HEAD_ARMS.items()})
     native: dict[bool, object] = {}  # one llama.cpp model per weights for every arm on it (a context each)
 
-    def on_llama(q8: bool, **kw):
+    def on_llama(q8: bool, head: tuple[str, int] | None = None, **kw):
         from agenttrace.generation.llama_backend import LlamaCppModel
         from agenttrace.generation.llama_weights import requantized
         from agenttrace.generation.models import cache_dir, find_bundled_gguf
@@ -165,20 +165,19 @@ def build_arms(loaded, names: list[str], clock: Clock, peer=None,
             except ModelUnavailable as exc:
                 raise SystemExit(f"the {', '.join(NATIVE_ARMS)} arms: {exc}") from exc
         model = native[q8]
-        if callable(kw.get("head")):  # a trained head's arm: its drafter binds this model's tables
-            kw = kw["head"](SimpleNamespace(model=model, name=loaded.name))
+        if head is not None:  # a trained head's chain (kind, k): its drafter binds this model's tables
+            kw = _head(head[0], SimpleNamespace(model=model, name=loaded.name), head[1])
         return _our_arm(LocalChatModel(model, tok, name=model.config._name_or_path, clock=clock, **kw))
 
     drafting = {"plain": {}, "prompt_lookup_k3": {"num_speculative_tokens": 3, "fallback": False},
                 "prompt_lookup_k8": {"num_speculative_tokens": 8, "fallback": False},
                 "prompt_lookup_adaptive16": {"num_speculative_tokens": 16, "adaptive": True}}
-    # the trained heads' chains, on llama.cpp's features (the heads bind the file's tables)
-    drafting["eagle_k4"] = {"head": lambda target: _head("eagle", target, 4)}
-    drafting["medusa_k3"] = {"head": lambda target: _head("medusa", target, 3)}
     for q in ("", "_q8"):
         for a, kw in drafting.items():
             factories[f"ours_llama{q}_{a}"] = lambda q8=bool(q), kw=kw: on_llama(
-                q8, **({"drafter": PromptLookupDrafter(), **kw} if kw and "head" not in kw else kw))
+                q8, **({"drafter": PromptLookupDrafter(), **kw} if kw else {}))
+        for kind, k in (("eagle", 4), ("medusa", 3)):  # the trained heads' chains, on llama.cpp's features
+            factories[f"ours_llama{q}_{kind}_k{k}"] = lambda q8=bool(q), head=(kind, k): on_llama(q8, head)
     if peer is not None:
         stop = sorted(_stop_ids(loaded))
         factories["llama_cpp"] = lambda: peer.arm(stop, lookup=False)

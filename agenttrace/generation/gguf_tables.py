@@ -23,12 +23,13 @@ TABLES = {"embedding": "token_embd.weight", "output": "output.weight"}  # our na
 
 def tables(gguf: Path, cache: Path) -> dict[str, np.ndarray]:
     """{"embedding": [vocab, d], and "output": [vocab, d] when the file has its own (else the
-    model ties it to the embedding)}, float32, read-only maps of the cache's copies."""
+    model ties it to the embedding)}, float32, copy-on-write maps of the cache's copies (nothing
+    read into memory until used; writable, so torch takes them as they are)."""
     st = gguf.stat()
     folder = cache / "tables" / f"{gguf.stem}-{st.st_size}-{st.st_mtime_ns}"
     if not (folder / "embedding.npy").is_file():
         _write(gguf, folder)
-    return {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in TABLES if (folder / f"{name}.npy").is_file()}
+    return {name: np.load(folder / f"{name}.npy", mmap_mode="c") for name in TABLES if (folder / f"{name}.npy").is_file()}
 
 
 def _write(gguf: Path, folder: Path) -> None:

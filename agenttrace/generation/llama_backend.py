@@ -207,7 +207,7 @@ class LlamaCppModel:
             raise ValueError(f"a pass of {len(ids)} tokens: llama.cpp takes at most {self.n_batch} at once "
                              "(prefill chunks them)")
         with self._lock:
-            self._use_threads(self.step_threads if len(ids) == 1 else self.verify_threads)
+            self._use_threads(self._round_threads(len(ids)))
             return self._decode(ids, cache, last_only)
 
     def prefill(self, ids: list[int], cache: LlamaCache) -> torch.Tensor:
@@ -233,15 +233,13 @@ class LlamaCppModel:
         hidden, logits = [], None
         with self._lock:
             # a prompt's pass on every thread, as `prefill`; a round's as `forward`
-            self._use_threads(self.threads if last_only else self.step_threads if len(ids) == 1 else self.verify_threads)
+            self._use_threads(self.threads if last_only else self._round_threads(len(ids)))
             self.lib.llama_set_embeddings(self._ctx, True)
             try:
                 for chunk in chunks:
                     logits = self._decode(chunk, cache, False)
-                    embd = self.lib.llama_get_embeddings(self._ctx)
-                    hidden.append(torch.from_numpy(np.frombuffer(
-                        self.ffi.buffer(embd, len(chunk) * self.config.hidden_size * 4), dtype=np.float32
-                    ).reshape(len(chunk), self.config.hidden_size).copy()))
+                    hidden.append(self._rows(self.lib.llama_get_embeddings(self._ctx), len(chunk),
+                                             self.config.hidden_size))
             finally:
                 self.lib.llama_set_embeddings(self._ctx, False)
         return (logits[-1:] if last_only else logits), torch.cat(hidden)
@@ -260,7 +258,7 @@ class LlamaCppModel:
             from agenttrace.generation.cache import cache_dir
             from agenttrace.generation.gguf_tables import tables
 
-            self._weights.tables = {k: torch.from_numpy(np.array(v)) for k, v in tables(self.tables_from, cache_dir()).items()}
+            self._weights.tables = {k: torch.from_numpy(v) for k, v in tables(self.tables_from, cache_dir()).items()}
         return self._weights.tables.get(name)
 
     # -- the context ------------------------------------------------------------------------
@@ -288,8 +286,7 @@ class LlamaCppModel:
             return torch.empty(0)
         rows = 1 if last_only else n
         logits = self.lib.llama_get_logits(self._ctx)
-        return torch.from_numpy(np.frombuffer(self.ffi.buffer(logits, rows * self.vocab_size * 4),
-                                              dtype=np.float32).reshape(rows, self.vocab_size).copy())
+        return self._rows(logits, rows, self.vocab_size)
 
     def _evict_kept(self, calling: LlamaCache) -> bool:
         """Free the oldest kept cache's cells (not the calling one's); False when none is left.
@@ -301,6 +298,15 @@ class LlamaCppModel:
                 kept.length = 0
                 return True
         return False
+
+    def _rows(self, floats, rows: int, width: int) -> torch.Tensor:
+        """A copy of llama.cpp's output buffer `floats` as a float tensor [rows, width]."""
+        return torch.from_numpy(np.frombuffer(self.ffi.buffer(floats, rows * width * 4), dtype=np.float32)
+                                .reshape(rows, width).copy())
+
+    def _round_threads(self, tokens: int) -> int:
+        """The threads of a round's pass of `tokens`: a one-token step's, or a verify pass's."""
+        return self.step_threads if tokens == 1 else self.verify_threads
 
     def _use_threads(self, n: int) -> None:
         if n != self._current:

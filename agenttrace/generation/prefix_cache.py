@@ -99,8 +99,9 @@ class PrefixCache:
             if n > length:
                 best, length = entry, n
         shared, length = length, min(length, len(prompt) - 1)
-        opening = self._opening_of(prompt) if self.store is not None and not features else None
+        opening = None
         if self.store is not None and not features:
+            opening = self._opening_of(prompt)
             loaded = self.store.load(model, prompt, tokens, longer_than=length)
             if loaded is not None:  # a prefix an earlier process kept on disk
                 self.hits += 1
