@@ -124,7 +124,8 @@ def _load(backend: str, opts: DemoOptions):
             raise ModelUnavailable("--quantize makes torch weight variants; the llama.cpp backend runs the GGUF's own "
                                    "(drop one of the two)")
         return load_model(backend="llama.cpp")
-    return load_model(quantize=opts.quantize)
+    # the GPU where there is one (the quantized variants are CPU kernels)
+    return load_model(quantize=opts.quantize, device="cpu" if opts.quantize else "auto")
 
 
 def _choose_backend(opts: DemoOptions, suite):
@@ -179,7 +180,7 @@ def run_demo(opts: DemoOptions, console: Console | None = None, clock: Clock | N
     probed.clear()  # the other backend's model goes
     load_s = elapsed_s(clock, t0)
     how = "converted and loaded" if loaded.converted else "loaded from the cache"
-    on = "on llama.cpp's kernels" if backend == "llama.cpp" else "on torch"
+    on = "on llama.cpp's kernels" if backend == "llama.cpp" else f"on torch, {loaded.model.device.type}"
     note = f"; {loaded.note}" if loaded.note else ""
     console.print(f"{loaded.name} ({loaded.weights} weights, {on}{note}) {how} in {load_s:.1f} s")
 

@@ -53,8 +53,9 @@ def _machine() -> str:
     from agenttrace.generation.ceiling import cpu_name
     from agenttrace.generation.llama_kernels import library_version
 
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no gpu"  # where torch's backend runs
     return (f"{platform.machine()}|{cpu_name()}|{os.cpu_count()}|{torch.get_num_threads()}|{torch.__version__}|"
-            f"{library_version()}")
+            f"{gpu}|{library_version()}")
 
 
 def choose_backend(workload: str, measure: Callable[[str], None], *, prepare: Callable[[str], None] | None = None,

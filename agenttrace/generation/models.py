@@ -137,7 +137,8 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
 
     _log.info("converting %s into %s (one-off, about 20-30 s)", gguf.name, target)
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
+                                                     use_kernels=False)
     config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     # A plain model of the same architecture, without the GGUF quantization_config, can be saved.
     if hasattr(config, "quantization_config"):
@@ -184,6 +185,7 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
     "bfloat16" casts the weights; `quantize` ("int8", "int4", CPU only) makes weight-only
     quantized linear layers, once: the result is cached (generation/weights.py) and later loads
     read it directly. On the CPU every variant but fp32 gets row-wise attention (generation/invariant.py).
+    `device` "auto" is the GPU where torch sees one (the torch backend is the one for GPUs), else the CPU.
     """
     clock = clock if clock is not None else default_clock()
     phases: dict[str, float] = {}
@@ -196,7 +198,7 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
         mark = now
 
     if backend == "llama.cpp":
-        if device != "cpu" or quantize is not None:
+        if device not in ("cpu", "auto") or quantize is not None:
             raise ModelUnavailable("the llama.cpp backend runs a GGUF's own weights on the CPU: drop --device, "
                                    "--quantize (or use the torch backend)")
         return _load_gguf(name_or_path, threads, n_ctx, gguf_weights, phase, phases)
@@ -208,6 +210,8 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
     from transformers.utils import logging as hf_logging
 
     phase("import torch and transformers")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     hf_logging.disable_progress_bar()  # per-tensor bars would bury the demo's own output
     if quantize is not None:
         from agenttrace.generation.quantize import QUANTIZATIONS
@@ -236,8 +240,10 @@ def load_model(name_or_path: str | None = None, *, device: str = "cpu", dtype: s
             phase("read cached quantized weights")
         if model is None:
             cpu_bf16 = quantize is None and dtype == "bfloat16" and torch.device(device).type == "cpu"
+            # use_kernels=False: transformers 5.2x swaps layers for the hub's kernels by default,
+            # which means a download, and on a GPU without the `kernels` package refuses to load
             model = AutoModelForCausalLM.from_pretrained(
-                source, dtype=torch.float32 if quantize or cpu_bf16 else getattr(torch, dtype))
+                source, dtype=torch.float32 if quantize or cpu_bf16 else getattr(torch, dtype), use_kernels=False)
             phase("read weights")
             if cpu_bf16:  # bf16 layers that prefill in fp32: this CPU has no native bf16 (quantize.py)
                 from agenttrace.generation.quantize import quantize_model
