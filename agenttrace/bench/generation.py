@@ -87,6 +87,7 @@ def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress
                     runs.setdefault((key, set_name, r), []).append(arms[key](ids, budget))
                     progress.advance(task)
     step_bytes = _step_bytes(models, peer)
+    partings = _partings(models, arms, runs, sets)
     rows = []
     for set_name, (prompts, _) in sets.items():
 
@@ -131,10 +132,39 @@ def measure_arms(models, arm_names: list[str], repeats: int, seed: int, progress
                     time_to_tool_call_s=_median([x.e2e_s for rs in per for x in rs]) if set_name == "tool_call" else None,
                     same_as_plain_greedy=same, weights=_weights_label(weights, name),
                     ceiling_tok_s=ceiling, ceiling_share=decode / ceiling if ceiling else None,
-                    compile_s=compile_s[key],
+                    compile_s=compile_s[key], parting=partings.get((key, set_name)),
                 )
             )
     return rows
+
+
+# the arms whose text is their configuration's own greedy text (the others must equal one of these)
+_PLAIN = ("hf_generate", "ours_plain", "ours_plain_packed", "ours_plain_compiled", "ours_llama_plain",
+          "ours_llama_q8_plain", "llama_cpp")
+
+
+def _partings(models, arms, runs, sets) -> dict:
+    """Each plain arm's greedy text against that of the most exact torch weights in the run, per
+    prompt set: where they part, and at what margin in the anchor's logits (bench/divergence.py)."""
+    from agenttrace.bench.divergence import partings, summarize
+    from agenttrace.bench.generation_arms import stop_ids
+
+    exact = [w for w in ("fp32", "bf16", "int8", "int4") if (w, "ours_plain") in arms]
+    if not exact:
+        return {}
+    anchor = (exact[0], "ours_plain")
+    loaded = models[exact[0]]
+    eos = stop_ids(loaded)
+    out = {}
+    for key in arms:
+        if key == anchor or key[1] not in _PLAIN:
+            continue
+        for set_name, (prompts, _) in sets.items():
+            mine = [x.tokens for x in runs[(anchor, set_name, 0)]]
+            theirs = [x.tokens for x in runs[(key, set_name, 0)]]
+            found = partings(loaded.model, prompts, mine, theirs, eos)
+            out[(key, set_name)] = summarize(f"{exact[0]} ours_plain", len(prompts), found)
+    return out
 
 
 # the GGUF variants our loop on llama.cpp runs (rss_child's names) and how the table labels them

@@ -12,7 +12,7 @@ from agenttrace.bench.generation_records import Run
 from agenttrace.clock import Clock
 from agenttrace.errors import ModelUnavailable
 
-__all__ = ["HEAD_ARMS", "NATIVE_ARMS", "build_arms", "warm_up"]
+__all__ = ["HEAD_ARMS", "NATIVE_ARMS", "build_arms", "stop_ids", "warm_up"]
 
 # Our loop on llama.cpp's kernels (generation/llama_backend.py), over the bundled GGUF itself and
 # (`_q8`) over its Q8_0 copy (llama_weights.py): they run once, as the `gguf` weights, whatever
@@ -179,7 +179,7 @@ def build_arms(loaded, names: list[str], clock: Clock, peer=None,
         for kind, k in (("eagle", 4), ("medusa", 3)):  # the trained heads' chains, on llama.cpp's features
             factories[f"ours_llama{q}_{kind}_k{k}"] = lambda q8=bool(q), head=(kind, k): on_llama(q8, head)
     if peer is not None:
-        stop = sorted(_stop_ids(loaded))
+        stop = sorted(stop_ids(loaded))
         factories["llama_cpp"] = lambda: peer.arm(stop, lookup=False)
         factories["llama_cpp_lookup"] = lambda: peer.arm(stop, lookup=True)
     unknown = [n for n in names if n not in factories]
@@ -188,7 +188,8 @@ def build_arms(loaded, names: list[str], clock: Clock, peer=None,
     return {n: factories[n]() for n in names}
 
 
-def _stop_ids(loaded) -> set[int]:
+def stop_ids(loaded) -> set[int]:
+    """The token ids a chat model of `loaded` stops at."""
     from agenttrace.generation.local import LocalChatModel
 
     return set(LocalChatModel(loaded.model, loaded.tokenizer).eos_ids)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agenttrace.bench.divergence import PartingSummary
+
 __all__ = ["Row", "Run", "StepRow"]
 
 
@@ -41,6 +43,9 @@ class Row:
     ceiling_share: float | None = None  # decode tok/s over that ceiling (above 1: more than a token per weight read)
     peak_rss_mb: float | None = None  # of a process running the weights' arms (the llama.cpp worker for its arms)
     compile_s: float | None = None  # a compiled arm's torch.compile time for its shapes (before timing)
+    # a plain arm's greedy text against the most exact torch weights' (another configuration may
+    # part from it, legitimately only at a near-tie of the top two logits): bench/divergence.py
+    parting: PartingSummary | None = None
 
 
 @dataclass

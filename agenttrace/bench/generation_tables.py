@@ -11,7 +11,8 @@ def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
 
 
 ARM_COLUMNS = ("weights", "arm", "prompts", "e2e tok/s", "vs HF generate", "decode tok/s", "vs fp32 plain",
-               "acceptance", "mean acc. len", "tool call s", "= greedy", "ceiling tok/s", "of ceiling", "peak RSS MiB", "compile s")
+               "acceptance", "mean acc. len", "tool call s", "= greedy", "ceiling tok/s", "of ceiling", "peak RSS MiB", "compile s",
+               "text vs most exact plain")
 STEP_COLUMNS = ("step", "without prefix cache s", "with prefix cache s", "speedup", "cached tokens", "same output")
 STEPS_TITLE = "agent steps (prompt lookup k=8): time to the end of the tool call"
 
@@ -24,6 +25,7 @@ def arm_cells(r: Row) -> list[str]:
         _fmt(r.mean_acceptance_length), _fmt(r.time_to_tool_call_s), "yes" if r.same_as_plain_greedy else "NO",
         _fmt(r.ceiling_tok_s, ".0f"), _fmt(r.ceiling_share * 100 if r.ceiling_share is not None else None, ".0f", "%"),
         _fmt(r.peak_rss_mb, ".0f"), _fmt(r.compile_s, ".0f"),
+        "-" if r.parting is None else f"{r.parting.anchor}: {r.parting.describe()}",
     ]
 
 
