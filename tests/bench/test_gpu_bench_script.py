@@ -21,25 +21,38 @@ def _payload_module(tmp_path: Path):
     spec.loader.exec_module(mod)
     mod.ROOT = tmp_path
     mod.PAYLOAD = tmp_path / ".gpu_payload"
-    mod.WHEELS = mod.PAYLOAD / "wheels"
+    mod.WHEELS = mod.PAYLOAD / "carry1" / "wheels"
     mod.SITE = mod.PAYLOAD / "site"
     (tmp_path / "scripts").mkdir()
     mod.PAYLOAD.mkdir()
     return mod
 
 
-def test_the_gguf_is_joined_only_from_both_parts_with_the_right_checksum(tmp_path, capsys):
+def test_the_gguf_is_joined_only_from_every_carried_part_with_the_right_checksum(tmp_path, capsys):
     mod = _payload_module(tmp_path)
     data = os.urandom(1000)
-    (tmp_path / "scripts" / "gpu_payload.sha256").write_text(f"{hashlib.sha256(data).hexdigest()}  {mod.GGUF_NAME}\n")
-    (mod.PAYLOAD / "gguf.part0").write_bytes(data[:600])
-    assert mod.gguf() == 1 and "carry .gpu_payload/gguf.part1" in capsys.readouterr().out
-    (mod.PAYLOAD / "gguf.part1").write_bytes(data[600:599] + b"corrupt")
+    (tmp_path / "scripts" / "gpu_payload.sha256").write_text(
+        f"{hashlib.sha256(data).hexdigest()}  {mod.GGUF_NAME}  parts=3\n")
+    for i, (a, b) in enumerate([(0, 400), (400, 700), (700, 1000)][:2]):
+        (mod.PAYLOAD / f"carry{i + 1}").mkdir()
+        (mod.PAYLOAD / f"carry{i + 1}" / f"gguf.part{i}").write_bytes(data[a:b])
+    assert mod.gguf() == 1 and "missing 1 of 3 parts; carry .gpu_payload/carry3 next" in capsys.readouterr().out
+    (mod.PAYLOAD / "carry3").mkdir()
+    (mod.PAYLOAD / "carry3" / "gguf.part2").write_bytes(b"corrupt")
     assert mod.gguf() == 1 and "do not match" in capsys.readouterr().out
     assert not (mod.PAYLOAD / mod.GGUF_NAME).exists()
-    (mod.PAYLOAD / "gguf.part1").write_bytes(data[600:])
+    (mod.PAYLOAD / "carry3" / "gguf.part2").write_bytes(data[700:])
     assert mod.gguf() == 0 and (mod.PAYLOAD / mod.GGUF_NAME).read_bytes() == data
     assert mod.gguf() == 0 and "model:" in capsys.readouterr().out  # already joined
+
+
+def test_what_the_image_has_is_not_carried_and_its_absence_is_named(tmp_path, capsys, monkeypatch):
+    mod = _payload_module(tmp_path)
+    mod.WHEELS.mkdir(parents=True)
+    (mod.WHEELS / "requirements.json").write_text("{}")
+    monkeypatch.setattr(mod, "IMAGE_HAS", {"packaging", "surely-not-installed-anywhere"})
+    assert mod.install() == 1
+    assert "not in this image and not carried: surely-not-installed-anywhere" in capsys.readouterr().out
 
 
 def test_without_wheels_install_uses_what_the_python_has(tmp_path, capsys):
@@ -52,8 +65,8 @@ def test_the_dependency_closure_leaves_torch_and_grpc_out():
     payload = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(payload)
     pins = payload.closure()
-    assert {"transformers", "opentelemetry-sdk", "pydantic", "gguf", "tokenizers"} <= set(pins)
-    assert not {"torch", "numpy", "grpcio", "opentelemetry-exporter-otlp-proto-grpc"} & set(pins)
+    assert {"transformers", "opentelemetry-sdk", "pydantic", "gguf", "tokenizers", "llama-cpp-py-sync"} <= set(pins)
+    assert not {"torch", "numpy", "grpcio", "opentelemetry-exporter-otlp-proto-grpc", "kernels", "hf-xet"} & set(pins)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="a bash script for the Linux GPU machines")
