@@ -47,3 +47,13 @@ def test_a_gguf_named_by_the_environment_wins_over_the_package(monkeypatch, tmp_
     monkeypatch.setenv("AGENTTRACE_BUNDLED_GGUF", str(tmp_path / "nowhere.gguf"))
     with pytest.raises(ModelUnavailable, match="AGENTTRACE_BUNDLED_GGUF names .*nowhere.gguf, which is not a file"):
         models.find_bundled_gguf()
+
+
+@pytest.mark.model
+def test_device_auto_is_the_gpu_torch_sees_else_the_cpu_and_loads_without_the_hubs_kernels(bundled, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    loaded = models.load_model(device="auto")
+    assert loaded.model.device.type == "cpu"
+    assert loaded.model.use_kernels is False  # transformers' default would swap in the hub's kernels
