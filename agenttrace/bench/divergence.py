@@ -43,8 +43,8 @@ class PartingSummary:
         if not self.parted:
             return "same"
         wide = self.parted - self.near_ties
-        return (f"{self.parted}/{self.prompts} part, " + ("all at near-ties" if not wide else f"{wide} beyond a near-tie")
-                + f" (margin <= {self.max_margin:.2f})")
+        return (f"{self.parted}/{self.prompts} part, " + ("near-ties" if not wide else f"{wide} wide")
+                + f" (<= {self.max_margin:.2f})")
 
 
 def _first_difference(a: list[int], b: list[int]) -> int | None:

@@ -12,7 +12,7 @@ def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
 
 ARM_COLUMNS = ("weights", "arm", "prompts", "e2e tok/s", "vs HF generate", "decode tok/s", "vs fp32 plain",
                "acceptance", "mean acc. len", "tool call s", "= greedy", "ceiling tok/s", "of ceiling", "peak RSS MiB", "compile s",
-               "text vs most exact plain")
+               "text vs anchor")
 STEP_COLUMNS = ("step", "without prefix cache s", "with prefix cache s", "speedup", "cached tokens", "same output")
 STEPS_TITLE = "agent steps (prompt lookup k=8): time to the end of the tool call"
 
@@ -25,7 +25,7 @@ def arm_cells(r: Row) -> list[str]:
         _fmt(r.mean_acceptance_length), _fmt(r.time_to_tool_call_s), "yes" if r.same_as_plain_greedy else "NO",
         _fmt(r.ceiling_tok_s, ".0f"), _fmt(r.ceiling_share * 100 if r.ceiling_share is not None else None, ".0f", "%"),
         _fmt(r.peak_rss_mb, ".0f"), _fmt(r.compile_s, ".0f"),
-        "-" if r.parting is None else f"{r.parting.anchor}: {r.parting.describe()}",
+        "-" if r.parting is None else r.parting.describe(),
     ]
 
 
@@ -38,6 +38,12 @@ def tables(rows: list[Row], steps: list[StepRow], header: str) -> list:
     """The benchmark's tables as the harness's `TextTable`s, so both render them alike."""
     from agenttrace.bench.harness.render import TextTable
 
+    anchor = next((r.parting.anchor for r in rows if r.parting is not None), None)
+    if anchor is not None:  # what the plain arms' texts were compared with, and what a near-tie is
+        from agenttrace.bench.divergence import NEAR_TIE_LOGITS
+
+        header += (f"; texts vs the anchor, {anchor}: prompts where a plain arm's text parts from it, near-ties "
+                   f"(the anchor's top two within {NEAR_TIE_LOGITS} logits) or wide, and the widest margin")
     out = [TextTable(f"generation benchmark: {header}", list(ARM_COLUMNS), [arm_cells(r) for r in rows])]
     if steps:
         out.append(TextTable(STEPS_TITLE, list(STEP_COLUMNS), [step_cells(s) for s in steps]))

@@ -44,6 +44,6 @@ def test_the_summary_counts_near_ties_apart_and_reports_the_widest_margin():
     ties = [Parting(0, 4, 10, 11, 0.2), Parting(2, 9, 10, 12, NEAR_TIE_LOGITS + 1.0)]
     s = summarize("fp32 ours_plain", 5, ties)
     assert (s.parted, s.near_ties, s.max_margin) == (2, 1, NEAR_TIE_LOGITS + 1.0)
-    assert s.describe() == f"2/5 part, 1 beyond a near-tie (margin <= {NEAR_TIE_LOGITS + 1.0:.2f})"
-    assert summarize("fp32 ours_plain", 5, ties[:1]).describe() == "1/5 part, all at near-ties (margin <= 0.20)"
+    assert s.describe() == f"2/5 part, 1 wide (<= {NEAR_TIE_LOGITS + 1.0:.2f})"
+    assert summarize("fp32 ours_plain", 5, ties[:1]).describe() == "1/5 part, near-ties (<= 0.20)"
     assert summarize("fp32 ours_plain", 5, []).describe() == "same"
