@@ -11,7 +11,9 @@
 # of the last (what a run leaves there stays while it is warm). A run does, in order, what it can
 # and has not done in an earlier run (the markers are in .gpu_payload/state, there):
 #   1. checks that torch sees the device (else stops, saying so);
-#   2. installs missing dependencies from the carried wheels into .gpu_payload/site (no network);
+#   2. installs missing dependencies from the carried wheels into .gpu_payload/site (no network),
+#      and the project from the tree; a preflight (scripts/gpu_preflight.py) says in seconds
+#      whether a model loads and generates on the device;
 #   3. stage A, torch and transformers only: the verify-cost curve and roofline of random-weight
 #      models of realistic sizes (SmolLM2-135M and Llama-8B shapes; on CPU a tiny one);
 #   4. stage B, once every GGUF part is there: joins and converts the bundled model; B0 the two
@@ -99,6 +101,13 @@ for m in transformers opentelemetry.sdk pydantic rich jsonschema numpy platformd
 done
 [ -n "$missing" ] && log "missing python modules:$missing"
 
+# the preflight: imports, a tiny model generating on the device through load_model, llama.cpp's
+# library; seconds, so a fault shows in the first run while there is device time to send a fix
+if "$py" scripts/gpu_preflight.py "$device" > "$out/preflight.txt" 2>&1; then
+  log "$(tail -n 1 "$out/preflight.txt")"
+else
+  log "PREFLIGHT FAILED: stage B would fail the same way; the end of its output:"; tail -n 8 "$out/preflight.txt"
+fi
 # 3. stage A: the verify-cost curve and roofline (torch + transformers)
 if have transformers && have rich && have pydantic && have opentelemetry.sdk; then
   if [ "$device" = cpu ]; then presets="tiny"; dtype=float32; else presets="smollm2-135m llama-8b"; dtype=bfloat16; fi

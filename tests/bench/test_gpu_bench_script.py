@@ -81,3 +81,11 @@ def test_the_script_stops_clearly_when_torch_sees_no_gpu(tmp_path):
     assert proc.returncode == 2
     assert "sees no CUDA device; use --device cpu for a dry run" in proc.stdout
     assert "sees no CUDA device" in (tmp_path / "gpu_bench.log").read_text()
+
+
+def test_the_preflight_generates_on_the_cpu_through_load_model():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_preflight.py"), "cpu"], capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("preflight: ok on cpu (8 tokens,") and "rounds" in last and " 0 rounds" not in last
