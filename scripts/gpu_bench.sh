@@ -3,7 +3,7 @@
 # working tree plus named ignored paths, at most 64 MiB a run (see BENCHMARKS.md, "GPU runs").
 #
 #   scripts/gpu_bench.sh pack                     here, with network: fill .gpu_payload/carry1..3
-#   scripts/gpu_bench.sh [run] [--device cuda|cpu] [--quick] [--budget SECONDS]
+#   scripts/gpu_bench.sh [run] [--device cuda|cpu] [--quick] [--budget SECONDS] [--stage-a-only]
 #                                                 there: do what the files present allow, in under
 #                                                 --budget seconds (default 450, under 8 minutes)
 #
@@ -32,11 +32,12 @@ py="${PYTHON:-$(command -v python3 || command -v python)}"
 mode=run
 [ "${1:-}" = pack ] && { shift; mode=pack; }
 [ "${1:-}" = run ] && shift
-device=cuda quick=0 budget=450
+device=cuda quick=0 budget=450 stage_a_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
+    --stage-a-only) stage_a_only=1; shift ;;
     --budget) budget="$2"; shift 2 ;;
     *) echo "gpu_bench: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -124,6 +125,7 @@ else
   log "stage A skipped: it needs transformers (carry .gpu_payload/carry1)"
 fi
 
+[ "$stage_a_only" = 1 ] && { log "stopping after stage A (--stage-a-only)"; exit 0; }
 # 4. stage B: the harness on the bundled model
 if [ -z "$missing" ] && "$py" scripts/gpu_payload.py gguf | tee -a "$out/gpu_bench.log"; then
   export AGENTTRACE_BUNDLED_GGUF="$root/.gpu_payload/SmolLM2-135M-Instruct.Q4_1.gguf"
