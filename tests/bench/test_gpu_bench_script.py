@@ -83,34 +83,30 @@ def test_the_script_stops_clearly_when_torch_sees_no_gpu(tmp_path):
     assert "sees no CUDA device" in (tmp_path / "gpu_bench.log").read_text()
 
 
-def test_the_preflight_generates_on_the_cpu_through_load_model():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_preflight.py"), "cpu"], capture_output=True,
-                          text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    last = proc.stdout.strip().splitlines()[-1]
-    assert last.startswith("preflight: ok on cpu (8 tokens,") and "rounds" in last and " 0 rounds" not in last
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="a bash script for the Linux GPU machines")
-def test_the_dry_run_installs_the_project_passes_the_preflight_and_measures_stage_a(tmp_path):
+def test_the_dry_run_installs_the_project_and_passes_the_preflight(tmp_path):
     """`--device cpu`: the project installed from the tree (agents/ as agenttrace.examples), the
-    preflight, stage A on the tiny preset, and one archive with the log back in $OUT."""
+    preflight, stage A's time check (a budget too short for it: its command has tests of its own),
+    and one archive with the log back in $OUT."""
     import tarfile
 
     marker = ROOT / ".gpu_payload" / "state" / "verify_cost_tiny.done"
     marker.unlink(missing_ok=True)
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
     try:
-        proc = subprocess.run([str(ROOT / "scripts" / "gpu_bench.sh"), "run", "--device", "cpu", "--budget", "200",
+        proc = subprocess.run([str(ROOT / "scripts" / "gpu_bench.sh"), "run", "--device", "cpu", "--budget", "60",
                                "--stage-a-only"],
                               env=env, capture_output=True, text=True, timeout=400)
     finally:
         marker.unlink(missing_ok=True)
     log = (tmp_path / "gpu_bench.log").read_text()
     assert proc.returncode == 0, log[-3000:]
-    assert "preflight: ok on cpu" in log and "could not install the project" not in log
-    assert "stage A: verify cost of random:tiny on cpu" in log and "stopping after stage A" in log
+    assert "could not install the project" not in log
+    preflight = next(line for line in log.splitlines() if "preflight:" in line)
+    # a tiny model generated speculatively (verify passes ran) through load_model, on the CPU
+    assert "preflight: ok on cpu (8 tokens," in preflight and " 0 rounds" not in preflight
+    assert "stage A: no time left for tiny" in log and "stopping after stage A" in log
     archive = next(tmp_path.glob("gpu-bench-*.tar.gz"))
     with tarfile.open(archive) as tar:
         names = tar.getnames()
-    assert "./verify_cost_tiny.md" in names and "./preflight.txt" in names
+    assert "./preflight.txt" in names and "./gpu_bench.log" in names
