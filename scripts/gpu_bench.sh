@@ -146,7 +146,7 @@ stage_run() {
   if [ "$t" -lt 60 ]; then log "$name: no time left (the next run continues)"; return; fi
   log "$name: up to $t s"
   timeout "$t" "$@" > "$out/$name.txt" 2>> "$out/gpu_bench.log" && cat "$out/$name.txt" && touch "$state/$name.done" \
-    || { log "$name: failed or ran out of time (see gpu_bench.log)"; tail -n 5 "$out/$name.txt"; }
+    || { log "$name: failed or ran out of time; the end of gpu_bench.log:"; tail -n 8 "$out/gpu_bench.log"; }
 }
 gen=("$py" -m agenttrace bench generation --device "$device" --weights "$weights" --repeats 2 --no-steps --no-rss)
 # B0 (issue 33): the torch backend on this device against llama.cpp's kernels on this machine's

@@ -95,8 +95,8 @@ def pack() -> int:
         spec = f"{name}=={version}"
         if subprocess.run([*pip, spec], capture_output=True).returncode == 0 and _is_pure(name):
             continue
-        for wheel in WHEELS.glob(f"{name.replace('-', '_')}-{version}-*"):  # this Python's: not the one wanted
-            if not _is_pure(name):
+        if not _is_pure(name):  # this Python's binary wheel, not the one the machine wants
+            for wheel in WHEELS.glob(f"{name.replace('-', '_')}-{version}-*"):
                 wheel.unlink()
         for py in PYTHONS:  # a binary wheel for the machine's Python
             subprocess.run([*pip, "--python-version", py, "--implementation", "cp", "--platform",
@@ -110,7 +110,8 @@ def pack() -> int:
     from agenttrace.generation.models import find_bundled_gguf
 
     data = find_bundled_gguf().read_bytes()
-    room = LIMIT - SLACK - _tree_bytes()
+    tree = _tree_bytes()
+    room = LIMIT - SLACK - tree
     wheels = sum(f.stat().st_size for f in WHEELS.iterdir())
     first, rest = data[:max(0, room - wheels)], data[max(0, room - wheels):]
     parts = [first] + [rest[i:i + room] for i in range(0, len(rest), room)]
@@ -122,7 +123,7 @@ def pack() -> int:
         f"{hashlib.sha256(data).hexdigest()}  {GGUF_NAME}  parts={len(parts)}\n")
     for folder in sorted(PAYLOAD.glob("carry*")):
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-        print(f"{folder.name}: {size / 2**20:.1f} MiB (+ {(LIMIT - SLACK - room) / 2**20:.1f} MiB working tree)")
+        print(f"{folder.name}: {size / 2**20:.1f} MiB (+ {tree / 2**20:.1f} MiB working tree)")
     print("carry, one run each, each within 30 s of the last: "
           + ", then ".join(f".gpu_payload/{f.name}" for f in sorted(PAYLOAD.glob("carry*"))))
     return 0

@@ -80,6 +80,6 @@ def partings(model, prompts: list[list[int]], anchor: list[list[int]], other: li
 
 
 def summarize(anchor: str, count: int, found: list[Parting]) -> PartingSummary:
-    margins = [p.margin for p in found if p.margin == p.margin]
-    near = sum(1 for p in found if p.margin == p.margin and abs(p.margin) <= NEAR_TIE_LOGITS)
+    margins = [p.margin for p in found if p.margin == p.margin]  # (NaN: no end-of-sequence id to score)
+    near = sum(abs(m) <= NEAR_TIE_LOGITS for m in margins)
     return PartingSummary(anchor, count, len(found), near, max(margins) if margins else None)

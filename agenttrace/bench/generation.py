@@ -148,19 +148,19 @@ def _partings(models, arms, runs, sets) -> dict:
     prompt set: where they part, and at what margin in the anchor's logits (bench/divergence.py)."""
     from agenttrace.bench.divergence import partings, summarize
     from agenttrace.bench.generation_arms import stop_ids
+    from agenttrace.generation.quantize import WEIGHTS
 
-    exact = [w for w in ("fp32", "bf16", "int8", "int4") if (w, "ours_plain") in arms]
+    exact = [w for w in WEIGHTS if (w, "ours_plain") in arms]  # WEIGHTS runs from the most exact
     if not exact:
         return {}
     anchor = (exact[0], "ours_plain")
     loaded = models[exact[0]]
     eos = stop_ids(loaded)
+    others = [key for key in arms if key != anchor and key[1] in _PLAIN]
     out = {}
-    for key in arms:
-        if key == anchor or key[1] not in _PLAIN:
-            continue
-        for set_name, (prompts, _) in sets.items():
-            mine = [x.tokens for x in runs[(anchor, set_name, 0)]]
+    for set_name, (prompts, _) in sets.items():
+        mine = [x.tokens for x in runs[(anchor, set_name, 0)]]
+        for key in others:
             theirs = [x.tokens for x in runs[(key, set_name, 0)]]
             found = partings(loaded.model, prompts, mine, theirs, eos)
             out[(key, set_name)] = summarize(f"{exact[0]} ours_plain", len(prompts), found)
