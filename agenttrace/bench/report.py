@@ -9,7 +9,9 @@ stream of whole traces, `clickhouse` the same traces read back from the exporter
 FILE_SPANS spans are written as a folder of files of FILE_SPANS spans each.
 `columnar` the figures as SQL on chdb (agenttrace/columnar, `report --engine columnar`), and
 `clickhouse_columnar` the same statements run inside the exporter's table's store (the pushdown of
-`report --clickhouse URL --engine columnar`), only rows of figures coming back.
+`report --clickhouse URL --engine columnar`), only rows of figures coming back. `columnar_summary`
+and `clickhouse_columnar_summary`: `report --sample` on those two, the run figures made as
+aggregates in the engine (agenttrace/columnar/summary.py), a few kilobytes back.
 Targets (issue 32): 1,000,000 spans end to end in <= 5 s and <= 1 GB peak memory.
 """
 
@@ -44,13 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "same traces from ClickHouse's exporter table, over chdb), summary (the stream folded into a "
                         f"summary in bounded memory, samples of {SUMMARY_SAMPLE:,}), columnar (the figures as SQL "
                         f"on chdb, report --engine columnar), clickhouse_columnar (those statements inside the "
-                        f"exporter's table's store) (default: {','.join(DEFAULT_PATHS)})")
+                        f"exporter's table's store), columnar_summary and clickhouse_columnar_summary (report "
+                        f"--sample on those: the run figures as aggregates in the engine) "
+                        f"(default: {','.join(DEFAULT_PATHS)})")
     p.add_argument("--json", action="store_true",
                    help='print a list of records {"spans", "path", "load_s", "analyse_s", "peak_mb"}')
     p.set_defaults(func=run)
 
 
-PATHS = ("legacy", "fast", "clickhouse", "summary", "columnar", "clickhouse_columnar")
+PATHS = ("legacy", "fast", "clickhouse", "summary", "columnar", "clickhouse_columnar", "columnar_summary",
+         "clickhouse_columnar_summary")
 DEFAULT_PATHS = ("fast", "columnar", "clickhouse", "clickhouse_columnar")
 
 
@@ -64,8 +69,9 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
     from agenttrace.report.batched import ReportBuilder
 
     clock = default_clock()
-    if mode in ("columnar", "clickhouse_columnar"):
-        return _measure_columnar(path, clock, store if mode == "clickhouse_columnar" else None)
+    if mode.startswith(("columnar", "clickhouse_columnar")):
+        return _measure_columnar(path, clock, store if mode.startswith("clickhouse") else None,
+                                 SUMMARY_SAMPLE if mode.endswith("_summary") else None)
     if mode == "legacy":
         from agenttrace.report.build import build_report
         from agenttrace.traces.load import load_spans
@@ -116,10 +122,10 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
             "problems": len(report.problems)}
 
 
-def _measure_columnar(path: str, clock, store: str | None = None) -> dict[str, float]:
+def _measure_columnar(path: str, clock, store: str | None = None, sample: int | None = None) -> dict[str, float]:
     """The columnar engine (agenttrace/columnar): load is the files (or, with `store`, the
     exporter's table in that chdb folder) into the span table, analyse the SQL, the rows back and
-    the report's records; bytes_back the rows' bytes."""
+    the report's records (with `sample`, the summary's aggregates); bytes_back the rows' bytes."""
     from agenttrace.columnar.engine import Engine
     from agenttrace.traces.clickhouse import ClickHouseQuery, connect
     from agenttrace.traces.load import iter_trace_files
@@ -132,7 +138,7 @@ def _measure_columnar(path: str, clock, store: str | None = None) -> dict[str, f
         engine = Engine()
         inputs = engine.load_files(list(iter_trace_files([path])))
     t1 = clock.now_ns()
-    outcome = engine.figures([store or path], inputs, [])
+    outcome = engine.figures([store or path], inputs, [], sample)
     if outcome.report is None:
         raise RuntimeError(f"the columnar engine does not cover {outcome.reason}")
     report = outcome.report
@@ -193,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
         size_mb = sum(f.stat().st_size for f in (path.iterdir() if big else [path])) / 1e6
         console.print(f"generated {written} spans ({size_mb:.0f} MB) in {elapsed_s(clock, t0):.1f} s")
         store = None
-        if {"clickhouse", "clickhouse_columnar"} & set(paths):
+        if any(p.startswith("clickhouse") for p in paths):
             store = f"chdb:{folder / f'chdb-{n}'}"
             t0 = clock.now_ns()
             filled = _child("--fill", str(path), store)["rows"]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrace.columnar import coverage, load, rows, tree
+from agenttrace.columnar import coverage, load, rows, summary, tree
 from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot
 from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import SUMMARY_NOTE
@@ -123,12 +123,14 @@ class Engine:
         for reason, sql in coverage.tree_checks():
             if self.scalar(sql):
                 return Outcome(None, reason)
+        special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
+        if sample and not special["task"] and summary.prepare(self) is None:
+            return self._summary(sources, inputs, problems)
         tasks, b1 = self.table(rows.task_rows())
         steps, b2 = self.table(rows.step_rows())
         attempts, b3 = self.table(rows.attempt_rows())
         gens, b4 = self.table(rows.generation_rows())
         segs, b5 = self.table(rows.segment_rows())
-        special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
         given, worded = per_span_figures(special)
         if worded:
             return Outcome(None, f"tasks the per-span code words problems about ({worded[0]})")
@@ -143,6 +145,21 @@ class Engine:
         report = fold.report(sources, problems)
         report.inputs = inputs
         return Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6 + b7, per_span_tasks=len(given))
+
+
+    def _summary(self, sources: list[str], inputs: list[InputFigures], problems: list[str]) -> Outcome:
+        """The summary as aggregates in the engine (summary.py): no row per task comes back."""
+        labels, whole, folds, back = summary.run_folds(self)
+        whatif, back_whatif = summary.whatif(self)
+        roofline, back_roofline = summary.roofline(self)
+        run = whole.figures(labels[0] if len(labels) == 1 else None)
+        by_label = [folds[label].figures(label) for label in labels] if len(labels) > 1 else [run]
+        note = summary.NOTE.format(tasks=whole.whole + whole.partial)
+        report = Report(sources=sources, problems=[*problems, note], run=run, tasks=[], by_label=by_label,
+                        whatif=whatif.figures(),
+                        roofline=roofline.figures(labels if len(labels) > 1 else [None]))
+        report.inputs = inputs
+        return Outcome(report, bytes_back=back + back_whatif + back_roofline)
 
 
 def report_files(paths: Sequence[str | Path], *, threads: int | None = None, sample: int | None = None) -> Outcome:

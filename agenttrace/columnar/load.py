@@ -51,7 +51,11 @@ def _typed(kv: str) -> str:
             f"{v}.intValue IS NOT NULL, concat('i', {v}.intValue), "
             f"{v}.doubleValue IS NOT NULL, concat('d', toString({v}.doubleValue)), "
             f"{v}.arrayValue IS NOT NULL AND a.key IN ({_ARRAY_KEYS}), concat('a', {v}.arrayValue), 'a')")
-    return f"CAST(arrayMap(a -> (a.key, {text}), {kv}), 'Map(String, String)')"
+    pairs, keys = f"arrayMap(a -> (a.key, {text}), {kv})", f"arrayMap(a -> a.key, {kv})"
+    # a key given twice (a writer's slip) holds its last value at its first place, as a Python
+    # dict does: a map's lookup would find the first
+    last = f"arrayMap(k -> (k, arrayLast(p -> p.1 = k, {pairs}).2), arrayDistinct({keys}))"
+    return f"CAST(if(length(arrayDistinct({keys})) = length({kv}), {pairs}, {last}), 'Map(String, String)')"
 
 
 def _resource(kv: str, key: str) -> str:

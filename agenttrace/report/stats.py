@@ -6,6 +6,7 @@ Plain functions over numpy arrays; the results are small typed records.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,20 +23,56 @@ Verdict = Literal["gain", "regression", "noise", "n/a"]
 _BLOCK_VALUES = 4_000_000
 
 
+PERCENTILES = (0.5, 0.95, 0.99)
+
+
+def lerp(low: float, high: float, t: float) -> float:
+    """The value a fraction `t` of the way from `low` to `high`, computed as numpy's percentile
+    computes it (from the nearer end), so its bits are numpy's."""
+    if t >= 0.5:
+        return high - (high - low) * (1 - t)
+    return low + (high - low) * t
+
+
+def order_statistics(n: int) -> list[tuple[int, int, float]]:
+    """For each of PERCENTILES over n sorted values: the two 0-based positions it lies between and
+    how far between (linear interpolation between order statistics, numpy's default). A query
+    engine picks the same two values (columnar/summary.py)."""
+    out = []
+    for q in PERCENTILES:
+        h = (n - 1) * q
+        lo = math.floor(h)
+        out.append((lo, min(lo + 1, n - 1), h - lo))
+    return out
+
+
+def from_order_statistics(count: int, total: float, low: float, high: float,
+                          picked: list[tuple[float, float]]) -> Distribution:
+    """A Distribution from the count, the values' sum in their order, the extremes and, per
+    percentile, the two values of `order_statistics(count)`: what `distribution` computes from
+    the values themselves, and what an engine that holds them sends back instead."""
+    if count == 0:
+        return Distribution(count=0)
+    (p50, p95, p99) = (lerp(a, b, t) for (a, b), (_, _, t) in zip(picked, order_statistics(count), strict=True))
+    return Distribution(count=count, p50=p50, p95=p95, p99=p99 if count >= 100 else None, mean=total / count,
+                        min=low, max=high)
+
+
 def distribution(values: Iterable[float | None] | np.ndarray) -> Distribution:
     """p50 and p95 (linear interpolation between order statistics, numpy's default), p99 only
-    with 100 samples or more (SPANS.md), with the count, mean, min and max; None values skipped."""
+    with 100 samples or more (SPANS.md), with the count, mean, min and max; None values skipped.
+    The mean is the values' sum in their order (one addition after another, as a fold adds them)
+    over the count: the same bits in every engine that adds them in that order."""
     if isinstance(values, np.ndarray):  # a column already gathered (no None in it)
         xs = values
     else:
         xs = np.fromiter((v for v in values if v is not None), dtype=float)
     if xs.size == 0:
         return Distribution(count=0)
-    p50, p95, p99 = np.percentile(xs, [50, 95, 99])
-    return Distribution(
-        count=int(xs.size), p50=float(p50), p95=float(p95), p99=float(p99) if xs.size >= 100 else None,
-        mean=float(xs.mean()), min=float(xs.min()), max=float(xs.max()),
-    )
+    ordered = np.sort(xs)
+    picked = [(float(ordered[lo]), float(ordered[hi])) for lo, hi, _ in order_statistics(int(xs.size))]
+    total = float(np.cumsum(xs)[-1])  # in order: numpy's sum() adds pairwise
+    return from_order_statistics(int(xs.size), total, float(ordered[0]), float(ordered[-1]), picked)
 
 
 class Sampler:

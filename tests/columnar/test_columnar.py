@@ -61,9 +61,44 @@ def test_synthetic_traces_with_parallel_children_give_the_same_report(synthetic)
     assert outcome.bytes_back < 0.5 * synthetic.stat().st_size
 
 
-def test_a_summary_in_bounded_memory_is_the_same_summary(synthetic):
+def _figures(report) -> dict:
+    """What a summary and a report share: the run figures, per label, the what-if, the roofline."""
+    doc = report.model_dump(mode="json")
+    return {k: doc[k] for k in ("run", "by_label", "whatif", "roofline", "inputs")}
+
+
+def test_a_summary_is_made_in_the_engine_with_the_reports_own_figures(synthetic):
+    # every run figure, per label, the what-if: bit for bit the full report's (sums in the fold's
+    # order, percentiles from the same order statistics), from a few kilobytes of aggregates
     outcome = report_files([synthetic], threads=2, sample=100)
-    assert _json(outcome.report) == _json(report_streamed([str(synthetic)], sample=100))
+    full = report_streamed([str(synthetic)])
+    assert len(full.by_label) == 2 and full.whatif and full.run.step_segments.tool.count
+    assert outcome.report.tasks == [] and _figures(outcome.report) == _figures(full)
+    assert outcome.bytes_back < 0.001 * synthetic.stat().st_size
+    assert outcome.report.problems[-1].startswith(f"summary of {full.run.tasks} task(s), made in the engine")
+    # the per-span summary samples its distributions (here 100 values of each): counts, sums
+    # and extremes agree, percentiles need not
+    sampled = report_streamed([str(synthetic)], sample=100).run
+    assert (sampled.tasks, sampled.ttvtc.count, sampled.ttvtc.max) == (
+        outcome.report.run.tasks, outcome.report.run.ttvtc.count, outcome.report.run.ttvtc.max)
+    assert sampled.ttvtc.sample == 100 and outcome.report.run.ttvtc.sample is None
+
+
+def test_a_summary_of_a_roofline_trace_and_of_the_samples_in_the_engine(tmp_path):
+    trace = _with_roofline(tmp_path / "roofline.jsonl", speculation=False)
+    both = [trace, SAMPLES / "demo-speculative.jsonl"]
+    outcome = report_files(both, sample=100)
+    assert outcome.report.tasks == [] and "made in the engine" in outcome.report.problems[-1]
+    full = report_streamed([str(p) for p in both])
+    assert full.roofline and full.whatif and _figures(outcome.report) == _figures(full)
+
+
+def test_a_summary_the_aggregates_do_not_cover_is_made_from_the_rows(tmp_path):
+    # speculation told by totals alone (no round events): the what-if reads acceptance by
+    # position per generation, so the summary is folded from the rows, as the per-span path does
+    trace = _with_roofline(tmp_path / "roofline.jsonl")
+    outcome = report_files([trace], sample=100)
+    assert _json(outcome.report) == _json(report_streamed([str(trace)], sample=100))
 
 
 def test_another_instrumentations_trace_goes_to_the_per_span_path_and_says_so(capsys):
@@ -137,7 +172,9 @@ def test_a_store_computes_the_report_where_the_spans_are_with_its_filters(store,
         assert _json(outcome.report) == _json(ref)
         assert outcome.bytes_back <= sum(len(t.model_dump_json()) for t in ref.tasks)  # figures, not spans
     ours, err = _cli(capsys, "--clickhouse", store, "--engine", "columnar", "--sample", "100")
-    assert err == "" and ours == _cli(capsys, "--clickhouse", store, "--sample", "100", "--engine", "python")[0]
+    summary, full = json.loads(ours), report_clickhouse(ClickHouseQuery(store)).model_dump(mode="json")
+    assert err == "" and "made in the engine" in summary["problems"][-1] and summary["tasks"] == []
+    assert {k: summary[k] for k in ("run", "by_label", "whatif")} == {k: full[k] for k in ("run", "by_label", "whatif")}
     # the session's tables were temporary: nothing was left in the store's database
     assert [r[0] for r in connect(store).rows("SHOW TABLES")] == ["otel_traces"]
 
@@ -176,8 +213,9 @@ def test_auto_computes_a_stores_figures_in_it_and_falls_back_quietly(store, synt
     assert ours == _cli(capsys, "--clickhouse", url, "--engine", "python")[0]
 
 
-def _with_roofline(path: Path) -> Path:
-    """The baseline sample with the roofline's arrays on its generations, as the demo records them."""
+def _with_roofline(path: Path, *, speculation: bool = True) -> Path:
+    """The baseline sample with the roofline's arrays on its generations, as the demo records them
+    (and, with `speculation`, speculation told by totals and acceptance by position)."""
 
     def arr(kind: str, values: list) -> dict:
         return {"arrayValue": {"values": [{kind: v} for v in values]}}
@@ -197,7 +235,10 @@ def _with_roofline(path: Path) -> Path:
                     {"key": "agenttrace.roofline.peak.flop_s", "value": {"doubleValue": 1.91e11}},
                     {"key": "agenttrace.roofline.peak.bytes_s", "value": {"doubleValue": 3.53e10}},
                     {"key": "agenttrace.roofline.device", "value": {"stringValue": "cpu"}},
-                    # speculation told by totals and acceptance by position (no round events)
+                ]
+                if not speculation:
+                    continue
+                s["attributes"] += [  # speculation told by totals and acceptance by position (no round events)
                     {"key": "agenttrace.spec.method", "value": {"stringValue": "prompt_lookup"}},
                     {"key": "agenttrace.spec.rounds", "value": {"intValue": "4"}},
                     {"key": "agenttrace.spec.draft_tokens", "value": {"intValue": "8"}},

@@ -9,6 +9,8 @@ from agenttrace.report.stats import (
     bootstrap_paired_ratio,
     bootstrap_ratio_of_medians,
     distribution,
+    from_order_statistics,
+    order_statistics,
 )
 
 
@@ -17,6 +19,27 @@ def test_distribution_reports_p99_only_from_100_samples():
     assert (d.count, d.p50, d.min, d.max, d.mean, d.p99) == (4, 2.5, 1.0, 4.0, 2.5, None)
     assert distribution(range(100)).p99 == pytest.approx(98.01)
     assert distribution([]).count == 0 and distribution([]).p50 is None
+
+
+def test_percentiles_from_two_order_statistics_are_numpys_bit_for_bit():
+    # what a query engine sends back (the two values each percentile lies between) gives numpy's
+    # percentiles exactly, on sizes from 1 to 300 and values of every scale; the mean is the sum
+    # in the values' order (one addition after another), as a fold and an engine's running sum add
+    rng = np.random.default_rng(7)
+    for trial in range(600):
+        n = int(rng.integers(1, 300))
+        xs = (rng.exponential(size=n) * 10.0 ** int(rng.integers(-6, 6)) if trial % 3 == 0 else
+              rng.integers(0, 4, size=n).astype(float) if trial % 3 == 1 else rng.normal(size=n))
+        d = distribution(xs)
+        p50, p95, p99 = np.percentile(xs, [50, 95, 99])
+        assert (d.p50, d.p95) == (p50, p95) and d.p99 == (p99 if n >= 100 else None)
+        total = 0.0
+        for x in xs:
+            total += float(x)
+        assert d.mean == total / n and (d.min, d.max) == (xs.min(), xs.max())
+        ordered = np.sort(xs)
+        picked = [(float(ordered[lo]), float(ordered[hi])) for lo, hi, _ in order_statistics(n)]
+        assert from_order_statistics(n, total, float(ordered[0]), float(ordered[-1]), picked) == d
 
 
 def test_bootstrap_is_deterministic_and_tells_gain_from_noise():

@@ -1,0 +1,294 @@
+"""The run figures as aggregates in the engine (issue 32): per task, step and generation the values
+the run figures fold (`report/runs.py`'s RunFold and SpecSums read them off the report's records),
+then one aggregate row per run label, per label and drafter, and for the whole run. Only those rows
+come back: a summary of any number of spans is a few kilobytes.
+
+The values are the per-task rows' (`rows.py`) and the per-span code's definitions (figures.py,
+spec.py), stated as columns; the folds keep their bits:
+- a sum of floats adds them one after another in the order the report's fold adds them (tasks by
+  start, their steps by start, each step's generations by start: `arrayFold` over the values sorted
+  by that key), never in an engine's parallel order;
+- a distribution comes back as its count, that sum, its extremes and the two order statistics each
+  percentile lies between (`report/stats.order_statistics`); `stats.from_order_statistics` makes
+  the figures, as `stats.distribution` does from the values themselves.
+"""
+
+from __future__ import annotations
+
+from agenttrace import semconv as sc
+from agenttrace.columnar import rows
+from agenttrace.columnar.tree import num, text
+from agenttrace.report.model import SEGMENT_FIELDS, STAGE_FIELDS
+from agenttrace.report.stages import STAGE_OF_SEGMENT
+from agenttrace.report.stats import PERCENTILES
+
+_M = "ENGINE = Memory"
+_N = len(SEGMENT_FIELDS)
+_ZEROS = f"arrayWithConstant({_N}, toInt64(0))"
+# Each stage's segments (stages.stage_times of a task without sub-agents or compactions).
+STAGE_SEGMENTS = {f: [i + 1 for i, s in enumerate(SEGMENT_FIELDS) if STAGE_OF_SEGMENT.get(s, "other") == f]
+                  for f in STAGE_FIELDS}
+# Per task: the floats the fold sums, in this order (`task_sums` names them back).
+TASK_SUMS = ("wall_s", "retry_s", "overlap_s", *(f"stage_{f}" for f in STAGE_FIELDS),
+             *(f"seg_{s}" for s in SEGMENT_FIELDS), *(f"retry_{s}" for s in SEGMENT_FIELDS),
+             *(f"overlap_{s}" for s in SEGMENT_FIELDS))
+GEN_SUMS = ("wall_s", "draft_s", "verify_s", "prefill_s")
+TASK_DISTRIBUTIONS = ("task_wall", "ttvtc", "tca", "throughput")
+STEP_DISTRIBUTIONS = ("step_wall", "step_ttvtc", "retry_per_step")
+GEN_DISTRIBUTIONS = ("tokens_per_s", "decode_per_token", "acceptance")
+
+
+def _ns_by_segment(on: str) -> str:
+    return "[" + ", ".join(f"sumIf(ns, segment = '{s}' AND {on})" for s in SEGMENT_FIELDS) + "]"
+
+
+def _seconds(arr: str) -> str:
+    return f"arrayMap(x -> x / 1e9, {arr})"
+
+
+def _truthy(key: str, m: str = "attrs") -> str:
+    """Python's bool() of the attribute's value (absent: False); arrays are sent to the rows path
+    (`checks`)."""
+    v, rest = f"{m}['{key}']", f"substring({m}['{key}'], 2)"
+    return (f"multiIf({v} = '', false, startsWith({v}, 's'), {rest} != '', startsWith({v}, 'b'), {rest} = '1', "
+            f"toFloat64OrZero({rest}) != 0)")
+
+
+# What a generation adds to the what-if (report/whatif.py's Decoding and spec.AcceptanceStats, as
+# columnar/assemble.py's _acceptance makes them from the round columns).
+_WHATIF_VALUES = """decode_per_token IS NOT NULL AND decode_per_token != 0 AS dec, ifNull(decode_per_token, toFloat64(0)) * out AS d,
+       d - draft_s - verify_s AS outside, toFloat64(greatest(0, out - 1 - rounds - accepted)) AS ux,
+       toFloat64(rounds) AS uy, ux * ux AS xx, uy * uy AS yy, ux * uy AS xy, ux * outside AS xt, uy * outside AS yt,
+       r_n > 0 AS has_rounds,
+       toInt64(if(has_rounds, toInt64(r_accepted), accepted)) AS a_accepted,
+       toInt64(if(has_rounds, toInt64(r_rejections), greatest(0, drafted - accepted))) AS a_rejections,
+       toInt64(if(has_rounds AND drafted = 0, toInt64(r_drafted), drafted)) AS a_drafted,
+       toInt64(if(has_rounds AND rounds = 0, toInt64(r_n), rounds)) AS a_rounds,
+       toInt64(if(has_rounds, toInt64(c_no_draft), 0)) AS a_no_draft,
+       if(a_no_draft = 0, c_offered, if(empty(c_offered), [toFloat64(a_no_draft)],
+          arrayConcat([c_offered[1] + a_no_draft], arraySlice(c_offered, 2)))) AS a_offered,
+       if(a_no_draft = 0 OR has(c_asked_k, c_common_k), c_asked_k, arrayPushBack(c_asked_k, c_common_k)) AS a_asked_k,
+       arrayMap((x, i) -> if(a_no_draft != 0 AND x = c_common_k, if(i <= length(c_asked_n), c_asked_n[i], 0) + a_no_draft,
+                             c_asked_n[i]), a_asked_k, arrayEnumerate(a_asked_k)) AS a_asked_n"""
+
+
+_ROOF_KEYS = (sc.ROOFLINE_PHASE, sc.ROOFLINE_PASSES, sc.ROOFLINE_ROWS, sc.ROOFLINE_FLOPS, sc.ROOFLINE_BYTES,
+              sc.ROOFLINE_SECONDS)
+
+
+def _elements(key: str, m: str = "s.attrs") -> str:
+    """An array attribute's elements as raw JSON: OTLP/JSON's AnyValue objects from a file, plain
+    values from the exporter's table; [] when absent or not an array."""
+    t = f"substring({m}['{key}'], 2)"
+    return (f"if(startsWith({m}['{key}'], 'a'), if(startsWith({t}, '{{'), JSONExtractArrayRaw({t}, 'values'), "
+            f"JSONExtractArrayRaw({t})), CAST([], 'Array(String)'))")
+
+
+def _element(e: str, kind: str) -> str:
+    """One element as `kind` (s text, i integer, f float: an integer or a double), NULL when it
+    is another kind (the rows path then reads the generation: `checks`)."""
+    raw_int = f"trim(BOTH '\"' FROM JSONExtractRaw({e}, 'intValue'))"
+    if kind == "s":
+        return f"if(startsWith({e}, '{{'), if(JSONHas({e}, 'stringValue'), JSONExtractString({e}, 'stringValue'), NULL), " \
+               f"if(JSONType({e}) = 'String', JSONExtractString({e}), NULL))"
+    if kind == "i":
+        return f"if(startsWith({e}, '{{'), if(JSONHas({e}, 'intValue'), toInt64OrNull({raw_int}), NULL), toInt64OrNull({e}))"
+    return (f"if(startsWith({e}, '{{'), multiIf(JSONHas({e}, 'intValue'), toFloat64(toInt64OrNull({raw_int})), "
+            f"JSONHas({e}, 'doubleValue'), JSONExtract({e}, 'doubleValue', 'Nullable(Float64)'), NULL), "
+            f"if(JSONType({e}) IN ('Int64', 'UInt64', 'Double'), JSONExtract({e}, 'Nullable(Float64)'), NULL))")
+
+
+def _roofline_values() -> str:
+    """spec.py's _roofline and _peaks, batch size and policy: `rf` the phases (empty where the
+    six arrays are not all there at one length), `rf_odd` whether an element is of a kind read
+    otherwise, `peaks` (NULL where none), `batch`, `policy`."""
+    cols = [f"arrayMap(e -> {_element('e', k)}, {_elements(key)})" for key, k in zip(_ROOF_KEYS, "siifff", strict=True)]
+    names = ("rf_p", "rf_n", "rf_r", "rf_f", "rf_b", "rf_t")
+    made = ", ".join(f"{c} AS {n}" for c, n in zip(cols, names, strict=True))
+    whole = " AND ".join(f"startsWith(s.attrs['{k}'], 'a')" for k in _ROOF_KEYS)
+    same = " AND ".join(f"length({n}) = length(rf_p)" for n in names[1:])
+    peak_f, peak_b = (f"s.attrs['{k}']" for k in (sc.ROOFLINE_PEAK_FLOP_S, sc.ROOFLINE_PEAK_BYTES_S))
+    numeric = lambda v: f"substring({v}, 1, 1) IN ('i', 'd', 'b')"
+    return f"""{made}, {whole} AND {same} AS rf_ok,
+       rf_ok AND ({" OR ".join(f"arrayExists(x -> x IS NULL, {n})" for n in names)}) AS rf_odd,
+       if(rf_ok AND NOT rf_odd, arrayMap((p, n, r, f, b, t) -> (assumeNotNull(p), assumeNotNull(n), assumeNotNull(r),
+           assumeNotNull(f), assumeNotNull(b), assumeNotNull(t)), rf_p, rf_n, rf_r, rf_f, rf_b, rf_t), []) AS rf,
+       if({numeric(peak_f)} AND {numeric(peak_b)} AND {num(sc.ROOFLINE_PEAK_BYTES_S, 's.attrs')} > 0,
+          ({num(sc.ROOFLINE_PEAK_FLOP_S, 's.attrs')}, {num(sc.ROOFLINE_PEAK_BYTES_S, 's.attrs')},
+           {text(sc.ROOFLINE_DEVICE, 's.attrs')}), NULL) AS peaks,
+       if({numeric(f"s.attrs['{sc.BATCH_SIZE}']")}, {num(sc.BATCH_SIZE, 's.attrs')}, NULL) AS batch,
+       if(mapContains(s.attrs, '{sc.SPEC_POLICY}'), {text(sc.SPEC_POLICY, 's.attrs')}, NULL) AS policy"""
+
+
+def statements(p: str = "x_") -> list[str]:
+    """The value tables, over the tree's (tree.py): `{p}tr` tasks in the report's order, `{p}seg`
+    segment nanoseconds per owner, `{p}sr` step values, `{p}tv` task values, `{p}gv` generation
+    values."""
+    stage_ns = ", ".join("(" + " + ".join(f"on_ns[{i}]" for i in idx) + ")" if idx else "toInt64(0)"
+                         for idx in STAGE_SEGMENTS.values())
+    gen = sc.Segment.GENERATION.value
+    return [
+        f"""CREATE TEMPORARY TABLE {p}tr {_M} AS
+SELECT row_number() OVER (ORDER BY start_ns, task) AS o, task, nullIf(run_label, '') AS label, outcome, start_ns, end_ns
+FROM ({rows.task_rows(p)})""",
+        f"""CREATE TEMPORARY TABLE {p}seg {_M} AS
+SELECT kind, owner, {_ns_by_segment('on')} AS on_ns, {_ns_by_segment('NOT on')} AS off_ns
+FROM ({rows.segment_rows(p)}) GROUP BY kind, owner""",
+        f"""CREATE TEMPORARY TABLE {p}sr {_M} AS
+SELECT tr.o AS o, tr.label AS label, s.task AS task, s.step AS step, s.start_ns AS start_ns, s.attempts AS attempts,
+       s.first AS first, s.first_correct AS first_correct, s.marks AS marks, s.moments AS moments,
+       if(empty(b.on_ns), {_ZEROS}, b.on_ns) AS on_ns, if(empty(r.on_ns), {_ZEROS}, r.on_ns) AS retry_ns,
+       greatest(0, s.end_ns - s.start_ns) / 1e9 AS wall_s, if(s.first IS NULL, NULL, (s.first - s.start_ns) / 1e9) AS ttvtc_s,
+       arraySum(retry_ns) / 1e9 AS retry_s, {_seconds('on_ns')} AS seg_s, {_seconds('retry_ns')} AS retry_seg_s
+FROM ({rows.step_rows(p)}) AS s JOIN {p}tr AS tr ON tr.task = s.task
+LEFT JOIN (SELECT owner, on_ns FROM {p}seg WHERE kind = 1) AS b ON b.owner = s.step
+LEFT JOIN (SELECT owner, on_ns FROM {p}seg WHERE kind = 2) AS r ON r.owner = s.step
+SETTINGS join_use_nulls = 0""",
+        f"""CREATE TEMPORARY TABLE {p}tv {_M} AS
+WITH st AS (
+  SELECT task, count() AS n_steps, min(first) AS first, min(first_correct) AS first_correct, max(marks) AS marks,
+         sum(moments) AS valid, arraySort(x -> x.1, groupArray(((start_ns, step), retry_s, retry_seg_s))) AS ordered,
+         arrayFold((acc, x) -> acc + x.2, ordered, toFloat64(0)) AS task_retry_s,
+         arrayFold((acc, x) -> arrayMap((a, b) -> a + b, acc, x.3), ordered, arrayWithConstant({_N}, toFloat64(0))) AS task_retry_seg
+  FROM {p}sr GROUP BY task
+), at AS (
+  SELECT task, count() AS attempts, countIf(valid) AS valid_attempts FROM ({rows.attempt_rows(p)}) GROUP BY task
+), b AS (SELECT owner, on_ns, off_ns FROM {p}seg WHERE kind = 0)
+SELECT tr.o AS o, tr.label AS label, tr.outcome AS outcome, (tr.end_ns - tr.start_ns) / 1e9 AS wall_s,
+       ifNull(st.n_steps, 0) AS n_steps, if(st.first IS NULL, NULL, (st.first - tr.start_ns) / 1e9) AS ttvtc_s,
+       if(st.first_correct IS NULL, NULL, (st.first_correct - tr.start_ns) / 1e9) AS tca_s,
+       ifNull(st.marks, false) AS expects, ifNull(st.valid, 0) AS valid,
+       if(wall_s > 0, valid / wall_s, toFloat64(0)) AS throughput,
+       ifNull(at.attempts, 0) AS attempts, ifNull(at.valid_attempts, 0) AS valid_attempts,
+       if(b.on_ns IS NULL, {_ZEROS}, b.on_ns) AS on_ns, if(b.off_ns IS NULL, {_ZEROS}, b.off_ns) AS off_ns,
+       arrayConcat([wall_s, ifNull(st.task_retry_s, toFloat64(0)), arraySum(off_ns) / 1e9],
+                    arrayMap(x -> x / 1e9, [{stage_ns}]), {_seconds('on_ns')},
+                    ifNull(st.task_retry_seg, arrayWithConstant({_N}, toFloat64(0))), {_seconds('off_ns')}) AS sums
+FROM {p}tr AS tr LEFT JOIN st ON st.task = tr.task LEFT JOIN at ON at.task = tr.task LEFT JOIN b ON b.owner = tr.task
+SETTINGS join_use_nulls = 1""",
+        f"""CREATE TEMPORARY TABLE {p}gv {_M} AS
+WITH prefills AS (
+  SELECT pi, arraySum(groupArray(greatest(0, end_ns - start_ns))) AS ns, true AS any FROM {p}s
+  WHERE segment = '{sc.Segment.PREFILL}' AND pi IS NOT NULL GROUP BY pi
+)
+SELECT (sr.o, sr.start_ns, sr.step, s.start_ns, s.i) AS key, sr.label AS label,
+       greatest(0, s.end_ns - s.start_ns) / 1e9 AS wall_s, {num(sc.SPEC_PREFILL_S, 's.attrs')} AS prefill0,
+       if(prefill0 != 0, prefill0, ifNull(prefills.ns, 0) / 1e9) AS prefill_s,
+       mapContains(s.attrs, '{sc.SPEC_PREFILL_S}') OR ifNull(prefills.any, false) AS knows_prefill,
+       toInt64({num(sc.GEN_AI_USAGE_OUTPUT_TOKENS, 's.attrs')}) AS out,
+       toInt64({num(sc.SPEC_ROUNDS, 's.attrs')}) AS rounds, toInt64({num(sc.SPEC_DRAFT_TOKENS, 's.attrs')}) AS drafted,
+       toInt64({num(sc.SPEC_ACCEPTED_TOKENS, 's.attrs')}) AS accepted,
+       toInt64({num(sc.SPEC_NUM_SPECULATIVE_TOKENS, 's.attrs')}) AS k,
+       if({_truthy(sc.SPEC_METHOD, 's.attrs')}, {text(sc.SPEC_METHOD, 's.attrs')}, 'none') AS method,
+       {_truthy(sc.SPEC_FALLBACK, 's.attrs')} AS fallback,
+       mapContains(s.attrs, '{sc.CONSTRAIN_ENGINE}') AS constrained,
+       constrained AND mapContains(s.attrs, '{sc.CONSTRAIN_FALLBACK}') AS constrain_fallback,
+       toInt64({num(sc.CONSTRAIN_DRAFTS_CUT, 's.attrs')}) AS drafts_cut,
+       {num(sc.SPEC_DRAFT_S, 's.attrs')} AS draft_s, {num(sc.SPEC_VERIFY_S, 's.attrs')} AS verify_s,
+       if(wall_s > 0, out / wall_s, NULL) AS tokens_per_s,
+       if(out != 0 AND knows_prefill, greatest(toFloat64(0), wall_s - prefill_s) / out, NULL) AS decode_per_token,
+       if(method != 'none' AND drafted != 0, accepted / drafted, NULL) AS acceptance,
+       multiIf({_truthy(sc.GEN_AI_REQUEST_MODEL, 's.attrs')}, {text(sc.GEN_AI_REQUEST_MODEL, 's.attrs')},
+               mapContains(s.attrs, '{sc.GEN_AI_RESPONSE_MODEL}'), {text(sc.GEN_AI_RESPONSE_MODEL, 's.attrs')}, NULL) AS model,
+       {_WHATIF_VALUES},
+       {_roofline_values()},
+       {rows._round_columns()}
+FROM {p}t AS t JOIN spans AS s ON s.i = t.i JOIN {p}sr AS sr ON sr.step = t.step
+LEFT JOIN prefills ON prefills.pi = t.i
+WHERE t.step IS NOT NULL AND NOT t.in_gen AND s.segment = '{gen}'
+SETTINGS join_use_nulls = 1""",
+    ]
+
+
+def checks(p: str = "x_") -> list[tuple[str, str]]:
+    """What the aggregates do not state: (reason, SQL counting it); the summary is then made from
+    the rows (engine.py), as a report is."""
+    gen = sc.Segment.GENERATION.value
+    kinds = (f"(mapContains(s.attrs, '{sc.SPEC_METHOD}') AND NOT startsWith(s.attrs['{sc.SPEC_METHOD}'], 's')) "
+             f"OR startsWith(s.attrs['{sc.SPEC_FALLBACK}'], 'a')")
+    kinds += "".join(f" OR (mapContains(s.attrs, '{k}') AND NOT startsWith(s.attrs['{k}'], 's'))"
+                     for k in (sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL, sc.SPEC_POLICY, sc.ROOFLINE_DEVICE))
+    return [("generations whose spec.method, model, policy or device is not text, or whose spec.fallback is an array",
+             f"SELECT count() FROM {p}t AS t JOIN spans AS s ON s.i = t.i WHERE s.segment = '{gen}' AND ({kinds})"),
+            ("generations whose roofline arrays hold values of kinds the aggregates do not read",
+             f"SELECT count() FROM {p}gv WHERE rf_odd"),
+            ("speculative generations with a round count but no speculate.round events (the what-if's totals path)",
+             f"SELECT count() FROM {p}gv WHERE method != 'none' AND NOT has_rounds AND rounds != 0")]
+
+
+def _in_order(rows: str, names: tuple[str, ...], key: str) -> str:
+    """`rows` (a groupArray of (key, name...)) sorted by key once, then one array per name, in
+    that order."""
+    cols = ", ".join(f"arrayMap(x -> x.{i + 2}, ordered) AS {n}_o" for i, n in enumerate(names))
+    return f"arraySort(x -> x.1, {rows}) AS ordered, {cols}"
+
+
+def _sum(ordered: str) -> str:
+    """The values added one after another (arrayCumSum is a running sum: its last is Python's sum
+    in that order, bit for bit)."""
+    return f"arrayCumSum({ordered})[-1]"
+
+
+def _dist(name: str, nullable: bool = False) -> str:
+    """A distribution's columns from `{name}_o`, its values in the fold's order: {name}_n,
+    {name}_sum, {name}_min, {name}_max, {name}_picks (per percentile, the two order statistics it
+    lies between)."""
+    qs = ", ".join(repr(x) for x in PERCENTILES)
+    v, n, srt = f"{name}_o", f"{name}_n", f"{name}_sorted"
+    if nullable:
+        v = f"arrayMap(x -> assumeNotNull(x), arrayFilter(x -> x IS NOT NULL, {v}))"
+    return (f"{v} AS {name}_v, arraySort({name}_v) AS {srt}, length({name}_v) AS {n}, {_sum(f'{name}_v')} AS {name}_sum, "
+            f"{srt}[1] AS {name}_min, {srt}[-1] AS {name}_max, "
+            f"arrayMap(q -> toUInt64(greatest(0, floor((toInt64({n}) - 1) * q))) + 1, [{qs}]) AS {name}_at, "
+            f"arrayMap(lo -> ({srt}[lo], {srt}[least(lo + 1, {n})]), {name}_at) AS {name}_picks")
+
+
+def _keep(names: tuple[str, ...]) -> str:
+    return ", ".join(f"{n}_n, {n}_sum, {n}_min, {n}_max, {n}_picks" for n in names)
+
+
+def task_aggregates(p: str = "x_") -> str:
+    """Per label (and the whole run: `whole`), the task-level figures: counts, sums in task order,
+    distributions, what the traces could not give (count and the first task that lacked it)."""
+    done, loop = sc.TaskOutcome.COMPLETED.value, sc.TaskOutcome.LOOP_DETECTED.value
+    rows = "groupArray((o, sums, wall_s, ttvtc_s, if(expects, tca_s, NULL), throughput))"
+    return f"""SELECT grouping(label) = 1 AS whole, label, min(o) AS first, count() AS tasks,
+       countIf(outcome = '{done}') AS completed, countIf(outcome = '{loop}') AS loops, sum(valid) AS decisions,
+       sum(attempts) AS t_attempts, sum(valid_attempts) AS t_valid_attempts,
+       {_in_order(rows, ("sums", "task_wall", "ttvtc", "tca", "throughput"), "o")},
+       arrayMap(j -> {_sum("arrayMap(x -> x[j], sums_o)")}, range(1, {len(TASK_SUMS) + 1})) AS t_sums,
+       countIf(n_steps = 0) AS no_steps, minIf(o, n_steps = 0) AS no_steps_first,
+       countIf(ttvtc_s IS NULL) AS no_ttvtc, minIf(o, ttvtc_s IS NULL) AS no_ttvtc_first,
+       countIf(outcome = 'unknown') AS no_outcome, minIf(o, outcome = 'unknown') AS no_outcome_first,
+       {_dist('task_wall')}, {_dist('ttvtc', True)}, {_dist('tca', True)}, {_dist('throughput')}
+FROM {p}tv GROUP BY GROUPING SETS ((label), ())"""
+
+
+def step_aggregates(p: str = "x_") -> str:
+    """Per label and for the whole run, the step-level figures."""
+    rows = "groupArray(((o, start_ns, step), wall_s, ttvtc_s, retry_s, seg_s))"
+    segs = ", ".join(f"arrayMap(x -> x[{i + 1}], seg_s_o) AS seg{i}_o, {_dist(f'seg{i}')}" for i in range(_N))
+    return f"""SELECT grouping(label) = 1 AS whole, label, count() AS steps, countIf(attempts > 1) AS retried,
+       {_in_order(rows, ("step_wall", "step_ttvtc", "retry_per_step", "seg_s"), "key")},
+       {_dist('step_wall')}, {_dist('step_ttvtc', True)}, {_dist('retry_per_step')}, {segs}
+FROM {p}sr GROUP BY GROUPING SETS ((label), ())"""
+
+
+def generation_aggregates(p: str = "x_") -> str:
+    """Per label, per label and drafter, per drafter and for the whole run: the generation-level
+    figures and the speculation sums (spec.SpecSums)."""
+    rows = f"groupArray((key, {', '.join(GEN_SUMS)}, tokens_per_s, decode_per_token, acceptance))"
+    sums = ", ".join(f"{_sum(f'{c}_o')} AS sum_{c}" for c in GEN_SUMS)
+    return f"""SELECT grouping(label) = 1 AS whole, grouping(method) = 1 AS all_methods, label, method,
+       count() AS n, sum(out) AS g_out, sum(rounds) AS g_rounds, sum(drafted) AS g_drafted, sum(accepted) AS g_accepted,
+       countIf(fallback) AS g_fallbacks, max(k) AS g_k, arraySort(groupUniqArray(method)) AS g_methods,
+       countIf(constrained) AS g_constrained, countIf(constrain_fallback) AS g_constrain_fallbacks,
+       sum(drafts_cut) AS g_drafts_cut,
+       {_in_order(rows, (*GEN_SUMS, "tokens_per_s", "decode_per_token", "acceptance"), "key")}, {sums},
+       {_dist('tokens_per_s', True)}, {_dist('decode_per_token', True)}, {_dist('acceptance', True)}
+FROM {p}gv GROUP BY GROUPING SETS ((label), (), (label, method), (method))"""
+
+
+def keep_columns(query: str, names: tuple[str, ...], extra: str) -> str:
+    """Only the columns a fold reads come back (not the value arrays the distributions sorted)."""
+    return f"SELECT {extra}, {_keep(names)} FROM ({query})"
