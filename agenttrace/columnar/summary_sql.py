@@ -148,8 +148,8 @@ SETTINGS join_use_nulls = 0""",
 WITH st AS (
   SELECT task, count() AS n_steps, min(first) AS first, min(first_correct) AS first_correct, max(marks) AS marks,
          sum(moments) AS valid, arraySort(x -> x.1, groupArray(((start_ns, step), retry_s, retry_seg_s))) AS ordered,
-         arrayFold((acc, x) -> acc + x.2, ordered, toFloat64(0)) AS task_retry_s,
-         arrayFold((acc, x) -> arrayMap((a, b) -> a + b, acc, x.3), ordered, arrayWithConstant({_N}, toFloat64(0))) AS task_retry_seg
+         {_sum("arrayMap(x -> x.2, ordered)")} AS task_retry_s,
+         [{", ".join(_sum(f"arrayMap(x -> x.3[{j + 1}], ordered)") for j in range(_N))}] AS task_retry_seg
   FROM {p}sr GROUP BY task
 ), at AS (
   SELECT task, count() AS attempts, countIf(valid) AS valid_attempts FROM ({rows.attempt_rows(p)}) GROUP BY task
@@ -233,14 +233,16 @@ def _dist(name: str, nullable: bool = False) -> str:
     """A distribution's columns from `{name}_o`, its values in the fold's order: {name}_n,
     {name}_sum, {name}_min, {name}_max, {name}_picks (per percentile, the two order statistics it
     lies between)."""
-    qs = ", ".join(repr(x) for x in PERCENTILES)
     v, n, srt = f"{name}_o", f"{name}_n", f"{name}_sorted"
     if nullable:
         v = f"arrayMap(x -> assumeNotNull(x), arrayFilter(x -> x IS NOT NULL, {v}))"
+    # written out per percentile: a lambda over the percentiles would copy the sorted values into
+    # each call (ClickHouse replicates what a lambda captures)
+    at = [f"(toUInt64(greatest(0, floor((toInt64({n}) - 1) * {q!r}))) + 1)" for q in PERCENTILES]
+    picks = ", ".join(f"({srt}[{lo}], {srt}[least({lo} + 1, {n})])" for lo in at)
     return (f"{v} AS {name}_v, arraySort({name}_v) AS {srt}, length({name}_v) AS {n}, {_sum(f'{name}_v')} AS {name}_sum, "
             f"{srt}[1] AS {name}_min, {srt}[-1] AS {name}_max, "
-            f"arrayMap(q -> toUInt64(greatest(0, floor((toInt64({n}) - 1) * q))) + 1, [{qs}]) AS {name}_at, "
-            f"arrayMap(lo -> ({srt}[lo], {srt}[least(lo + 1, {n})]), {name}_at) AS {name}_picks")
+            f"[{picks}] AS {name}_picks")
 
 
 def _keep(names: tuple[str, ...]) -> str:
@@ -256,7 +258,7 @@ def task_aggregates(p: str = "x_") -> str:
        countIf(outcome = '{done}') AS completed, countIf(outcome = '{loop}') AS loops, sum(valid) AS decisions,
        sum(attempts) AS t_attempts, sum(valid_attempts) AS t_valid_attempts,
        {_in_order(rows, ("sums", "task_wall", "ttvtc", "tca", "throughput"), "o")},
-       arrayMap(j -> {_sum("arrayMap(x -> x[j], sums_o)")}, range(1, {len(TASK_SUMS) + 1})) AS t_sums,
+       [{", ".join(_sum(f"arrayMap(x -> x[{j + 1}], sums_o)") for j in range(len(TASK_SUMS)))}] AS t_sums,
        countIf(n_steps = 0) AS no_steps, minIf(o, n_steps = 0) AS no_steps_first,
        countIf(ttvtc_s IS NULL) AS no_ttvtc, minIf(o, ttvtc_s IS NULL) AS no_ttvtc_first,
        countIf(outcome = 'unknown') AS no_outcome, minIf(o, outcome = 'unknown') AS no_outcome_first,
