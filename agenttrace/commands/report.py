@@ -21,18 +21,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     report.add_argument("-o", "--output", help="write to this file instead of standard output (html: default report.html)")
     report.add_argument("--summary-only", action="store_true", help="print only the run summary")
     report.add_argument("--sample", type=int, metavar="N",
-                        help="a summary in bounded memory, for inputs too large to hold: tasks folded into the run "
-                             "figures as they are read, each distribution from a uniform sample of at most N values "
-                             "(e.g. 100000; counts, means, extremes and totals exact); no task rows")
+                        help="a summary, no task rows: on the columnar engine (a store under auto, or files of 20 MB "
+                             "and more whose summary fits in memory) made in the engine as aggregates, every figure "
+                             "exact, only kilobytes back; on the per-span path, for inputs too large to hold, tasks "
+                             "folded into the run figures as they are read, each distribution from a uniform sample "
+                             "of at most N values (e.g. 100000; counts, means, extremes and totals exact)")
     report.add_argument("--waterfalls", type=int, default=50,
                         help="html: how many tasks get a waterfall chart to choose from (default 50)")
     report.add_argument("--engine", choices=ENGINES, default="auto",
                         help="columnar runs the figures as SQL: for files on ClickHouse's engine in this process "
                              "(chdb), for --clickhouse in the store itself (only figures come back), where the input is "
                              "one it covers (agenttrace/columnar/coverage.py; else it says why and the per-span path "
-                             "reports it); python the per-span path; auto (default) columnar for a ClickHouse store "
-                             "when chdb is installed (where it measured faster), quietly falling back where it does not "
-                             "cover the input, and python for files")
+                             "reports it); python the per-span path; auto (default) columnar where chdb is installed "
+                             "for a ClickHouse store and for a --sample summary of files that fits in memory (where it "
+                             "measured faster), quietly falling back where it does not cover the input, and python "
+                             "for other reports of files")
     report.add_argument("--json-schema", action="store_true", help="print the JSON schema of --format json and exit")
     add_input_options(report)
     add_store_options(report)
@@ -97,10 +100,10 @@ def _report(args: argparse.Namespace):
         if missing:
             raise InputError(f"no such file or folder: {', '.join(missing)}")
         report = None
-        if _use_columnar(args.engine):
+        if _use_columnar(args.engine, files=args.paths, sample=sample):
             from agenttrace.columnar.engine import report_files
 
-            report = _columnar(lambda: report_files(args.paths, sample=sample))
+            report = _columnar(lambda: report_files(args.paths, sample=sample), quiet=args.engine == "auto")
         if report is None:
             report = report_streamed(args.paths, sample=sample)
         return report if _spans(report) else f"nothing to report from {', '.join(args.paths)}" + _first(report)
@@ -111,23 +114,52 @@ def _report(args: argparse.Namespace):
     return report_from_load(loaded, sources, waterfalls=args.waterfalls if args.format == "html" else 0)
 
 
-def _use_columnar(engine: str, *, store=None) -> bool:
-    """Whether the columnar engine runs first: when asked, or (auto) for a store (a ClickHouseQuery)
-    where chdb is installed, unless a page or byte budget was set (those bound the per-span read of
-    spans, which the columnar engine does not make). Files stay on the per-span path under auto:
-    there the engine measured as fast at 23-771 MB, never clearly faster, with 3-4x the memory
-    (BENCHMARKS.md, issue 32's fourth part)."""
+# The engine's summary of files (`--sample`) at 1M spans: 2.7x the files' bytes at peak, in this
+# process (BENCHMARKS.md, issue 32's fifth part); below about 20 MB chdb's start costs more than it saves.
+SUMMARY_PEAK_PER_BYTE = 2.7
+SUMMARY_MIN_BYTES = 20_000_000
+
+
+def _use_columnar(engine: str, *, store=None, files: list[str] | None = None, sample: int | None = None) -> bool:
+    """Whether the columnar engine runs first: when asked, or (auto, where chdb is installed) for a
+    store (a ClickHouseQuery) unless a page or byte budget was set (those bound the per-span read of
+    spans, which the columnar engine does not make), and for a summary of files (`--sample`) whose
+    peak in the engine fits in half the memory available. Other reports of files stay on the
+    per-span path under auto: there the engine measured as fast at 23-771 MB, never clearly
+    faster, with 3-4x the memory; its summary measured 4.6x faster than the per-span one at 1M
+    spans (BENCHMARKS.md, issue 32's fourth and fifth parts)."""
     if engine != "auto":
         return engine == "columnar"
     import importlib.util
 
-    if store is None or importlib.util.find_spec("chdb") is None:
+    if importlib.util.find_spec("chdb") is None:
         return False
+    if store is None:
+        return bool(files and sample) and _summary_fits(files)
     from agenttrace.traces.bounded_http import ReadLimits
 
     default, asked = ReadLimits(), store.limits
     return (asked.max_bytes, asked.max_requests, asked.max_answer_bytes) == (
         default.max_bytes, default.max_requests, default.max_answer_bytes)
+
+
+def _summary_fits(files: list[str]) -> bool:
+    from agenttrace.traces.load import iter_trace_files
+
+    size = sum(f.stat().st_size for f in iter_trace_files(files))
+    return SUMMARY_MIN_BYTES <= size and SUMMARY_PEAK_PER_BYTE * size <= _available_bytes() / 2
+
+
+def _available_bytes() -> int:
+    """The memory the kernel says is available (0 where it does not say: the per-span path then)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def _columnar(make, *, quiet: bool = False):

@@ -93,6 +93,18 @@ def test_a_summary_of_a_roofline_trace_and_of_the_samples_in_the_engine(tmp_path
     assert full.roofline and full.whatif and _figures(outcome.report) == _figures(full)
 
 
+def test_auto_makes_a_summary_of_files_in_the_engine_where_it_fits(capsys, monkeypatch):
+    from agenttrace.commands import report as command
+
+    monkeypatch.setattr(command, "SUMMARY_MIN_BYTES", 0)  # the samples are small: as if they were not
+    summary = json.loads(_cli(capsys, str(SAMPLES), "--sample", "100")[0])
+    assert "made in the engine" in summary["problems"][-1]
+    monkeypatch.setattr(command, "_available_bytes", lambda: 2 * command.SUMMARY_PEAK_PER_BYTE * 1000)  # no room
+    assert "uniform sample" in json.loads(_cli(capsys, str(SAMPLES), "--sample", "100")[0])["problems"][-1]
+    monkeypatch.undo()
+    assert "uniform sample" in json.loads(_cli(capsys, str(SAMPLES), "--sample", "100")[0])["problems"][-1]
+
+
 def test_a_summary_the_aggregates_do_not_cover_is_made_from_the_rows(tmp_path):
     # speculation told by totals alone (no round events): the what-if reads acceptance by
     # position per generation, so the summary is folded from the rows, as the per-span path does
