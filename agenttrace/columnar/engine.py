@@ -95,7 +95,7 @@ class Engine:
             seen = self._counts(first, str(f))
             if seen.spans:  # the per-span path lists an input only when it gave spans
                 out.append(seen)
-            first += seen.spans
+            first = self.scalar("SELECT max(i) + 1 FROM spans") if seen.spans else first
         return out
 
     def load_store(self, query) -> list[InputFigures]:

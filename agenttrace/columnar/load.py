@@ -171,12 +171,20 @@ def line_check(path_sql: str) -> str:
             f"SETTINGS max_block_size = {LINES_PER_BLOCK}")
 
 
+# A span's input order: its line's number in the file times this, plus its place in the line.
+LINE_STRIDE = 1 << 32
+
+
 def file_insert(path_sql: str, first: int) -> str:
     """Spans of one OTLP/JSON lines file (`path_sql`: a quoted SQL string) into `spans`; `first`:
-    the input order of its first span. Hex ids are lower-cased (the per-span path does)."""
+    the input order of its first span, and each next one's above it (not contiguous: the file's
+    line number and the span's place in its line, so the order never depends on which thread
+    parsed which line: a row number over the blocks did, on files of many blocks). Hex ids are
+    lower-cased (the per-span path does)."""
     ev = "sp.events"
+    scope = "arraySum(arraySlice(scopes_per_resource, 1, rn - 1)) + sn"
     return f"""INSERT INTO spans SELECT
-  {first} + rowNumberInAllBlocks() AS i,
+  {first} + line_no * {LINE_STRIDE} + arraySum(arraySlice(spans_per_scope, 1, {scope} - 1)) + pn - 1 AS i,
   cityHash64(trace_id, span_id) AS h, cityHash64(trace_id, lower(sp.parentSpanId)) AS ph,
   lower(sp.traceId) AS trace_id, lower(sp.spanId) AS span_id, sp.name AS name,
   {_KIND.format(k='sp.kind')} AS kind, {_FILE_STATUS} AS status,
@@ -187,10 +195,13 @@ def file_insert(path_sql: str, first: int) -> str:
   {_typed('sp.attributes')} AS attrs,
   {_rounds(f'arrayMap(e -> e.name, {ev})', f"arrayMap(e -> {_typed('e.attributes')}, {ev})")} AS rounds,
   {_file_odd()} AS odd
-FROM file({path_sql}, 'JSONEachRow', '{FILE_SCHEMA}')
-ARRAY JOIN resourceSpans AS rs
-ARRAY JOIN rs.scopeSpans AS ss
-ARRAY JOIN ss.spans AS sp
+FROM (
+  SELECT toUInt64(_row_number) AS line_no, resourceSpans, arrayMap(r -> length(r.scopeSpans), resourceSpans) AS scopes_per_resource,
+         arrayFlatten(arrayMap(r -> arrayMap(x -> length(x.spans), r.scopeSpans), resourceSpans)) AS spans_per_scope
+  FROM file({path_sql}, 'JSONEachRow', '{FILE_SCHEMA}'))
+ARRAY JOIN resourceSpans AS rs, arrayEnumerate(resourceSpans) AS rn
+ARRAY JOIN rs.scopeSpans AS ss, arrayEnumerate(rs.scopeSpans) AS sn
+ARRAY JOIN ss.spans AS sp, arrayEnumerate(ss.spans) AS pn
 SETTINGS precise_float_parsing = 1, input_format_json_read_numbers_as_strings = 1,
          input_format_json_read_objects_as_strings = 1, input_format_parallel_parsing = 0,
          max_block_size = {LINES_PER_BLOCK}"""

@@ -113,6 +113,30 @@ def test_a_summary_the_aggregates_do_not_cover_is_made_from_the_rows(tmp_path):
     assert _json(outcome.report) == _json(report_streamed([str(trace)], sample=100))
 
 
+def test_input_order_is_the_files_whatever_thread_parsed_a_line(tmp_path):
+    # ties are broken by input order, as the per-span path does: on a file of many blocks (8 lines
+    # each) and lines of several resources and scopes, the table's order is the file's, every run
+    from agenttrace.columnar import load
+    from agenttrace.columnar.engine import Engine
+
+    spans = [s for line in (SAMPLES / "demo-speculative.jsonl").read_text().splitlines() for s in _spans(json.loads(line))]
+    lines = []
+    for n in range(40):  # each line: two resources of two scopes, spans spread over them
+        chunk = spans[(n * 7) % len(spans):][:8]
+        lines.append(json.dumps({"resourceSpans": [
+            {"resource": {"attributes": []}, "scopeSpans": [{"spans": chunk[0:1]}, {"spans": chunk[1:4]}]},
+            {"resource": {"attributes": []}, "scopeSpans": [{"spans": chunk[4:6]}, {"spans": chunk[6:8]}]}]}))
+    path = tmp_path / "many.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    want = [s["spanId"].lower() for line in lines for rs in json.loads(line)["resourceSpans"]
+            for ss in rs["scopeSpans"] for s in ss["spans"]]
+    for _ in range(3):
+        engine = Engine(threads=2)
+        engine.q(load.TABLE)
+        engine.q(load.file_insert(f"'{path}'", 0))
+        assert engine.table("SELECT span_id FROM spans ORDER BY i")[0]["span_id"] == want
+
+
 def test_another_instrumentations_trace_goes_to_the_per_span_path_and_says_so(capsys):
     trace = FRAMEWORKS / "langgraph-create_agent-openinference.jsonl"
     outcome = report_files([trace], threads=1)
