@@ -114,7 +114,7 @@ class Engine:
         return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked
 
     def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
-                sample: int | None = None) -> Outcome:
+                sample: int | None = None, summary_only: bool = False) -> Outcome:
         for reason, sql in coverage.checks():
             if self.scalar(sql):
                 return Outcome(None, reason)
@@ -124,8 +124,8 @@ class Engine:
             if self.scalar(sql):
                 return Outcome(None, reason)
         special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
-        if sample and not special["task"] and summary.prepare(self) is None:
-            return self._summary(sources, inputs, problems)
+        if (sample or summary_only) and not special["task"] and summary.prepare(self) is None:
+            return self._summary(sources, inputs, problems, noted=bool(sample))
         tasks, b1 = self.table(rows.task_rows())
         steps, b2 = self.table(rows.step_rows())
         attempts, b3 = self.table(rows.attempt_rows())
@@ -147,29 +147,36 @@ class Engine:
         return Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6 + b7, per_span_tasks=len(given))
 
 
-    def _summary(self, sources: list[str], inputs: list[InputFigures], problems: list[str]) -> Outcome:
-        """The summary as aggregates in the engine (summary.py): no row per task comes back."""
+    def _summary(self, sources: list[str], inputs: list[InputFigures], problems: list[str], *, noted: bool) -> Outcome:
+        """The summary as aggregates in the engine (summary.py): no row per task comes back.
+        `noted`: a problem line says so (a --sample summary; --summary-only shows no task row
+        either way, and its figures are the full report's)."""
         labels, whole, folds, back = summary.run_folds(self)
         whatif, back_whatif = summary.whatif(self)
         roofline, back_roofline = summary.roofline(self)
         run = whole.figures(labels[0] if len(labels) == 1 else None)
         by_label = [folds[label].figures(label) for label in labels] if len(labels) > 1 else [run]
-        note = summary.NOTE.format(tasks=whole.whole + whole.partial)
-        report = Report(sources=sources, problems=[*problems, note], run=run, tasks=[], by_label=by_label,
+        notes = [summary.NOTE.format(tasks=whole.whole + whole.partial)] if noted else []
+        report = Report(sources=sources, problems=[*problems, *notes], run=run, tasks=[], by_label=by_label,
                         whatif=whatif.figures(),
                         roofline=roofline.figures(labels if len(labels) > 1 else [None]))
         report.inputs = inputs
         return Outcome(report, bytes_back=back + back_whatif + back_roofline)
 
 
-def report_files(paths: Sequence[str | Path], *, threads: int | None = None, sample: int | None = None) -> Outcome:
+def report_files(paths: Sequence[str | Path], *, threads: int | None = None, sample: int | None = None,
+                 summary_only: bool = False) -> Outcome:
+    """The report of trace files; with `sample` or `summary_only` the summary made in the engine
+    where its aggregates cover the input (else: with `sample` the rows folded into a sampled
+    summary, with `summary_only` the whole report)."""
     files = list(iter_trace_files(paths))
     engine = Engine(threads)
     inputs = engine.load_files(files)
-    return engine.figures([str(p) for p in paths], inputs, [], sample)
+    return engine.figures([str(p) for p in paths], inputs, [], sample, summary_only)
 
 
-def report_store(query, *, threads: int | None = None, sample: int | None = None) -> Outcome:
+def report_store(query, *, threads: int | None = None, sample: int | None = None,
+                 summary_only: bool = False) -> Outcome:
     """The report of the traces a ClickHouseQuery picks, computed in the store (traces/clickhouse.py's
     connect: a server's URL or chdb:FOLDER). Raises ClickHouseError when the store is unreachable or
     the table not the exporter's, ColumnarError when a statement fails there (an older server)."""
@@ -177,4 +184,4 @@ def report_store(query, *, threads: int | None = None, sample: int | None = None
 
     engine = Engine(threads, connect(query.url, timeout_s=query.limits.deadline_s))
     inputs = engine.load_store(query)
-    return engine.figures([query.describe()], inputs, [], sample)
+    return engine.figures([query.describe()], inputs, [], sample, summary_only)

@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     report.add_argument("paths", nargs="*", help="trace files or folders")
     report.add_argument("--format", choices=FORMATS, default="terminal")
     report.add_argument("-o", "--output", help="write to this file instead of standard output (html: default report.html)")
-    report.add_argument("--summary-only", action="store_true", help="print only the run summary")
+    report.add_argument("--summary-only", action="store_true",
+                        help="print only the run summary (terminal, markdown); on the columnar engine made there as "
+                             "aggregates, as --sample's summary is, with the full report's figures")
     report.add_argument("--sample", type=int, metavar="N",
                         help="a summary, no task rows: on the columnar engine (a store under auto, or files of 20 MB "
                              "and more whose summary fits in memory) made in the engine as aggregates, every figure "
@@ -65,6 +67,7 @@ def _report(args: argparse.Namespace):
     jaeger = jaeger_query(args)
     phoenix = phoenix_query(args)
     sample = args.sample
+    only = args.summary_only and args.format in ("terminal", "markdown")  # no task row is shown
     if sample is not None and (sample < 100 or args.format == "html" or (jaeger is not None and args.paths)):
         raise InputError("--sample N needs N >= 100 (p99 needs 100 values), and one source read as a stream: "
                          "files, --jaeger, --clickhouse or --phoenix alone, in a format other than html")
@@ -80,7 +83,8 @@ def _report(args: argparse.Namespace):
             if _use_columnar(args.engine, store=store):
                 from agenttrace.columnar.engine import report_store
 
-                report = _columnar(lambda: report_store(store, sample=sample), quiet=args.engine == "auto")
+                report = _columnar(lambda: report_store(store, sample=sample, summary_only=only),
+                                   quiet=args.engine == "auto")
             if report is None:
                 report = report_clickhouse(store, sample=sample)
         except ClickHouseError as exc:
@@ -100,10 +104,11 @@ def _report(args: argparse.Namespace):
         if missing:
             raise InputError(f"no such file or folder: {', '.join(missing)}")
         report = None
-        if _use_columnar(args.engine, files=args.paths, sample=sample):
+        if _use_columnar(args.engine, files=args.paths, summary=bool(sample or only)):
             from agenttrace.columnar.engine import report_files
 
-            report = _columnar(lambda: report_files(args.paths, sample=sample), quiet=args.engine == "auto")
+            report = _columnar(lambda: report_files(args.paths, sample=sample, summary_only=only),
+                               quiet=args.engine == "auto")
         if report is None:
             report = report_streamed(args.paths, sample=sample)
         return report if _spans(report) else f"nothing to report from {', '.join(args.paths)}" + _first(report)
@@ -120,11 +125,12 @@ SUMMARY_PEAK_PER_BYTE = 2.7
 SUMMARY_MIN_BYTES = 20_000_000
 
 
-def _use_columnar(engine: str, *, store=None, files: list[str] | None = None, sample: int | None = None) -> bool:
+def _use_columnar(engine: str, *, store=None, files: list[str] | None = None, summary: bool = False) -> bool:
     """Whether the columnar engine runs first: when asked, or (auto, where chdb is installed) for a
     store (a ClickHouseQuery) unless a page or byte budget was set (those bound the per-span read of
-    spans, which the columnar engine does not make), and for a summary of files (`--sample`) whose
-    peak in the engine fits in half the memory available. Other reports of files stay on the
+    spans, which the columnar engine does not make), and for a summary of files (`--sample`, or
+    `--summary-only` where no task row is shown) whose peak in the engine fits in half the memory
+    available. Other reports of files stay on the
     per-span path under auto: there the engine measured as fast at 23-771 MB, never clearly
     faster, with 3-4x the memory; its summary measured 4.6x faster than the per-span one at 1M
     spans (BENCHMARKS.md, issue 32's fourth and fifth parts)."""
@@ -135,7 +141,7 @@ def _use_columnar(engine: str, *, store=None, files: list[str] | None = None, sa
     if importlib.util.find_spec("chdb") is None:
         return False
     if store is None:
-        return bool(files and sample) and _summary_fits(files)
+        return bool(files and summary) and _summary_fits(files)
     from agenttrace.traces.bounded_http import ReadLimits
 
     default, asked = ReadLimits(), store.limits

@@ -105,6 +105,23 @@ def test_auto_makes_a_summary_of_files_in_the_engine_where_it_fits(capsys, monke
     assert "uniform sample" in json.loads(_cli(capsys, str(SAMPLES), "--sample", "100")[0])["problems"][-1]
 
 
+def test_summary_only_is_made_in_the_engine_and_prints_the_full_reports_summary(synthetic, store, capsys, monkeypatch):
+    # --summary-only shows no task row: the engine's summary (the full report's figures) serves it,
+    # and the page is the per-span path's, line for line
+    from agenttrace.columnar import summary
+
+    made = []
+    monkeypatch.setattr(summary, "run_folds", lambda engine, f=summary.run_folds: made.append(1) or f(engine))
+
+    def printed(*args: str) -> str:
+        assert main(["report", *args, "--summary-only", "--format", "markdown"]) == 0
+        return capsys.readouterr().out
+
+    assert printed(str(synthetic), "--engine", "columnar") == printed(str(synthetic), "--engine", "python")
+    assert printed("--clickhouse", store) == printed("--clickhouse", store, "--engine", "python")  # auto: in the store
+    assert len(made) == 2
+
+
 def test_a_summary_the_aggregates_do_not_cover_is_made_from_the_rows(tmp_path):
     # speculation told by totals alone (no round events): the what-if reads acceptance by
     # position per generation, so the summary is folded from the rows, as the per-span path does
