@@ -81,10 +81,11 @@ class Engine:
         return InputFigures(source=source, spans=n, conventions=[
             ConventionFigures(name="agenttrace", spans=n, segments=segments)] if n else [])
 
-    def load_files(self, files: list[Path]) -> list[InputFigures]:
-        """Each file's spans into `spans`; what each input held, by segment (report.inputs)."""
+    def load_files(self, files: list[Path], first: int = 0) -> list[InputFigures]:
+        """Each file's spans into `spans` (a new table), in input order from `first` on; what each
+        input held, by segment (report.inputs)."""
         self.q(load.TABLE)
-        out, first = [], 0
+        out = []
         for f in files:
             path = _sql_string(str(f))
             odd = self.scalar(load.line_check(path))
@@ -113,19 +114,23 @@ class Engine:
         seen = self._counts(0, f"{self.store.name} {query.table}")  # the store's name: no password
         return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked
 
-    def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
-                sample: int | None = None, summary_only: bool = False) -> Outcome:
+    def tree(self) -> str | None:
+        """The tree's tables made; the reason the queries do not cover the spans, if one applies."""
         for reason, sql in coverage.checks():
             if self.scalar(sql):
-                return Outcome(None, reason)
+                return reason
         for sql in tree.statements():
             self.q(sql)
-        for reason, sql in coverage.tree_checks():
-            if self.scalar(sql):
-                return Outcome(None, reason)
+        return next((reason for reason, sql in coverage.tree_checks() if self.scalar(sql)), None)
+
+    def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
+                sample: int | None = None, summary_only: bool = False) -> Outcome:
+        reason = self.tree()
+        if reason:
+            return Outcome(None, reason)
         special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
         if (sample or summary_only) and not special["task"] and summary.prepare(self) is None:
-            return self._summary(sources, inputs, problems, noted=bool(sample))
+            return self.summary(sources, inputs, problems, noted=bool(sample))
         tasks, b1 = self.table(rows.task_rows())
         steps, b2 = self.table(rows.step_rows())
         attempts, b3 = self.table(rows.attempt_rows())
@@ -147,13 +152,14 @@ class Engine:
         return Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6 + b7, per_span_tasks=len(given))
 
 
-    def _summary(self, sources: list[str], inputs: list[InputFigures], problems: list[str], *, noted: bool) -> Outcome:
+    def summary(self, sources: list[str], inputs: list[InputFigures], problems: list[str], *, noted: bool,
+                p: str = "x_") -> Outcome:
         """The summary as aggregates in the engine (summary.py): no row per task comes back.
         `noted`: a problem line says so (a --sample summary; --summary-only shows no task row
         either way, and its figures are the full report's)."""
-        labels, whole, folds, back = summary.run_folds(self)
-        whatif, back_whatif = summary.whatif(self)
-        roofline, back_roofline = summary.roofline(self)
+        labels, whole, folds, back = summary.run_folds(self, p)
+        whatif, back_whatif = summary.whatif(self, p)
+        roofline, back_roofline = summary.roofline(self, p)
         run = whole.figures(labels[0] if len(labels) == 1 else None)
         by_label = [folds[label].figures(label) for label in labels] if len(labels) > 1 else [run]
         notes = [summary.NOTE.format(tasks=whole.whole + whole.partial)] if noted else []
@@ -170,6 +176,12 @@ def report_files(paths: Sequence[str | Path], *, threads: int | None = None, sam
     where its aggregates cover the input (else: with `sample` the rows folded into a sampled
     summary, with `summary_only` the whole report)."""
     files = list(iter_trace_files(paths))
+    if sample or summary_only:
+        from agenttrace.columnar.batches import summary_in_batches
+
+        done = summary_in_batches(files, [str(p) for p in paths], threads=threads, noted=bool(sample))
+        if done is not None:
+            return done
     engine = Engine(threads)
     inputs = engine.load_files(files)
     return engine.figures([str(p) for p in paths], inputs, [], sample, summary_only)

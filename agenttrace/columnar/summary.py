@@ -44,6 +44,11 @@ def _records(table: dict[str, list]) -> list[dict]:
     return [dict(zip(names, values, strict=True)) for values in zip(*table.values(), strict=True)]
 
 
+def _key(value):
+    """An order key as Python compares it (a tuple comes back from Arrow as a dict)."""
+    return tuple(value.values()) if isinstance(value, dict) else value
+
+
 def _dist(row: dict | None, name: str) -> Distribution:
     if row is None or not row[f"{name}_n"]:
         return Distribution(count=0)
@@ -73,7 +78,7 @@ def _fold(task: dict | None, step: dict | None, gens: dict | None, by_method: li
         fold.retry_segs = [sums[f"retry_{s}"] for s in SEGMENT_FIELDS]
         fold.overlap_segs = [sums[f"overlap_{s}"] for s in SEGMENT_FIELDS]
         cols = ("no_steps", "no_ttvtc", "no_outcome")
-        for _, i in sorted((task[f"{c}_first"], i) for i, c in enumerate(cols) if task[c]):  # first seen first
+        for _, i in sorted((_key(task[f"{c}_first"]), i) for i, c in enumerate(cols) if task[c]):  # first seen first
             fold.not_inferred[_MISSING[i]] = task[cols[i]]
     fold.task_wall, fold.ttvtc = _Known(_dist(task, "task_wall")), _Known(_dist(task, "ttvtc"))
     fold.tca, fold.throughput = _Known(_dist(task, "tca")), _Known(_dist(task, "throughput"))
@@ -110,28 +115,29 @@ def _tables(engine, queries: dict[str, str], keep: dict[str, str]) -> tuple[dict
     return tables, back
 
 
-def whatif(engine) -> tuple[WhatIfFold, int]:
+def whatif(engine, p: str = "x_") -> tuple[WhatIfFold, int]:
     """The what-if's fold, and the bytes that came back."""
-    tables, back = _tables(engine, w.queries(), w.KEEP)
+    tables, back = _tables(engine, w.queries(p), w.KEEP)
     return w.whatif_fold(tables), back
 
 
-def roofline(engine) -> tuple[RooflineFold, int]:
+def roofline(engine, p: str = "x_") -> tuple[RooflineFold, int]:
     """The roofline's fold, and the bytes that came back."""
-    tables, back = _tables(engine, roof.queries(), roof.KEEP)
+    tables, back = _tables(engine, roof.queries(p), roof.KEEP)
     return roof.roofline_fold(tables), back
 
 
-def run_folds(engine) -> tuple[list[str | None], RunFold, dict[str | None, RunFold], int]:
+def run_folds(engine, p: str = "x_") -> tuple[list[str | None], RunFold, dict[str | None, RunFold], int]:
     """The labels in the order their first task started, the whole run's fold, each label's, and
-    the bytes that came back. `engine`: an Engine `prepare` readied."""
+    the bytes that came back. `engine`: an Engine `prepare` readied (`p`: the value tables'
+    prefix)."""
     t_extra = "whole, label, first, tasks, completed, loops, decisions, t_attempts, t_valid_attempts, t_sums, " + ", ".join(
         f"{c}, {c}_first" for c in ("no_steps", "no_ttvtc", "no_outcome"))
-    tasks, b1 = engine.table(q.keep_columns(q.task_aggregates(), q.TASK_DISTRIBUTIONS, t_extra))
-    steps, b2 = engine.table(q.keep_columns(q.step_aggregates(), (*q.STEP_DISTRIBUTIONS, *(f"seg{i}" for i in range(_N))),
+    tasks, b1 = engine.table(q.keep_columns(q.task_aggregates(p), q.TASK_DISTRIBUTIONS, t_extra))
+    steps, b2 = engine.table(q.keep_columns(q.step_aggregates(p), (*q.STEP_DISTRIBUTIONS, *(f"seg{i}" for i in range(_N))),
                                             "whole, label, steps, retried"))
     gens, b3 = engine.table(q.keep_columns(
-        q.generation_aggregates(), q.GEN_DISTRIBUTIONS,
+        q.generation_aggregates(p), q.GEN_DISTRIBUTIONS,
         "whole, all_methods, label, method, n, g_out, g_rounds, g_drafted, g_accepted, g_fallbacks, g_k, g_methods, "
         "g_constrained, g_constrain_fallbacks, g_drafts_cut, " + ", ".join(f"sum_{c}" for c in q.GEN_SUMS)))
     task_rows = {(r["whole"], r["label"] if not r["whole"] else None): r for r in _records(tasks)}
@@ -143,7 +149,7 @@ def run_folds(engine) -> tuple[list[str | None], RunFold, dict[str | None, RunFo
             gen_rows[key] = r
         else:
             method_rows.setdefault(key, []).append(r)
-    labels = [key[1] for key, _ in sorted(((k, r) for k, r in task_rows.items() if not k[0]), key=lambda kr: kr[1]["first"])]
+    labels = [key[1] for key, _ in sorted(((k, r) for k, r in task_rows.items() if not k[0]), key=lambda kr: _key(kr[1]["first"]))]
 
     def fold(key: tuple[bool, str | None]) -> RunFold:
         return _fold(task_rows.get(key), step_rows.get(key), gen_rows.get(key),

@@ -121,7 +121,8 @@ def _roofline_values() -> str:
 
 
 def statements(p: str = "x_") -> list[str]:
-    """The value tables, over the tree's (tree.py): `{p}tr` tasks in the report's order, `{p}seg`
+    """The value tables, over the tree's (tree.py): `{p}tr` tasks with their order (`o`: start, then
+    input order, a key that holds across batches of files), `{p}seg`
     segment nanoseconds per owner, `{p}sr` step values, `{p}tv` task values, `{p}gv` generation
     values."""
     stage_ns = ", ".join("(" + " + ".join(f"on_ns[{i}]" for i in idx) + ")" if idx else "toInt64(0)"
@@ -129,7 +130,7 @@ def statements(p: str = "x_") -> list[str]:
     gen = sc.Segment.GENERATION.value
     return [
         f"""CREATE TEMPORARY TABLE {p}tr {_M} AS
-SELECT row_number() OVER (ORDER BY start_ns, task) AS o, task, nullIf(run_label, '') AS label, outcome, start_ns, end_ns
+SELECT (start_ns, task) AS o, task, nullIf(run_label, '') AS label, outcome, start_ns, end_ns
 FROM ({rows.task_rows(p)})""",
         f"""CREATE TEMPORARY TABLE {p}seg {_M} AS
 SELECT kind, owner, {_ns_by_segment('on')} AS on_ns, {_ns_by_segment('NOT on')} AS off_ns

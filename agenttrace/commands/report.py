@@ -119,9 +119,12 @@ def _report(args: argparse.Namespace):
     return report_from_load(loaded, sources, waterfalls=args.waterfalls if args.format == "html" else 0)
 
 
-# The engine's summary of files (`--sample`) at 1M spans: 2.7x the files' bytes at peak, in this
-# process (BENCHMARKS.md, issue 32's fifth part); below about 20 MB chdb's start costs more than it saves.
+# The engine's summary of files (`--sample`), measured in this process (BENCHMARKS.md, issue 32's
+# fifth part): a batch of files peaks at 2.7x its bytes (1M spans: 2.1 GB), each further batch's
+# kept values add about 0.45x its bytes (2M spans in two batches: 2.4 GB); below about 20 MB
+# chdb's start costs more than it saves.
 SUMMARY_PEAK_PER_BYTE = 2.7
+SUMMARY_KEPT_PER_BYTE = 0.45
 SUMMARY_MIN_BYTES = 20_000_000
 
 
@@ -150,10 +153,16 @@ def _use_columnar(engine: str, *, store=None, files: list[str] | None = None, su
 
 
 def _summary_fits(files: list[str]) -> bool:
+    """Whether the engine's summary of `files` (batch by batch: columnar/batches.py) is worth
+    starting it for, and its estimated peak fits in half the memory available."""
+    from agenttrace.columnar.batches import BATCH_BYTES, batches
     from agenttrace.traces.load import iter_trace_files
 
-    size = sum(f.stat().st_size for f in iter_trace_files(files))
-    return SUMMARY_MIN_BYTES <= size and SUMMARY_PEAK_PER_BYTE * size <= _available_bytes() / 2
+    sizes = [sum(f.stat().st_size for f in group) for group in batches(list(iter_trace_files(files)), BATCH_BYTES)]
+    if not sizes or sum(sizes) < SUMMARY_MIN_BYTES:
+        return False
+    peak = SUMMARY_PEAK_PER_BYTE * max(sizes) + SUMMARY_KEPT_PER_BYTE * (sum(sizes) - max(sizes))
+    return peak <= _available_bytes() / 2
 
 
 def _available_bytes() -> int:

@@ -111,7 +111,7 @@ def test_summary_only_is_made_in_the_engine_and_prints_the_full_reports_summary(
     from agenttrace.columnar import summary
 
     made = []
-    monkeypatch.setattr(summary, "run_folds", lambda engine, f=summary.run_folds: made.append(1) or f(engine))
+    monkeypatch.setattr(summary, "run_folds", lambda engine, p, f=summary.run_folds: made.append(1) or f(engine, p))
 
     def printed(*args: str) -> str:
         assert main(["report", *args, "--summary-only", "--format", "markdown"]) == 0
@@ -120,6 +120,30 @@ def test_summary_only_is_made_in_the_engine_and_prints_the_full_reports_summary(
     assert printed(str(synthetic), "--engine", "columnar") == printed(str(synthetic), "--engine", "python")
     assert printed("--clickhouse", store) == printed("--clickhouse", store, "--engine", "python")  # auto: in the store
     assert len(made) == 2
+
+
+def test_a_summary_of_many_files_is_made_a_batch_at_a_time(tmp_path, monkeypatch):
+    # one batch's spans in the engine at a time, the values kept: the one table's figures
+    from agenttrace.columnar import batches
+
+    folder = tmp_path / "folder"
+    generate(folder, 6_000, seed=4, file_spans=2_000)
+    monkeypatch.setattr(batches, "BATCH_BYTES", 1)  # a file a batch
+    dropped = []
+    monkeypatch.setattr(batches, "_made", lambda f=batches._made: dropped.append(1) or f())
+    outcome = report_files([folder], sample=100)
+    assert len(dropped) == 4  # before each of the three batches, and after the last
+    assert outcome.report.tasks == [] and "made in the engine" in outcome.report.problems[-1]
+    assert _figures(outcome.report) == _figures(report_streamed([str(folder)]))
+    # a trace whose spans lie in two batches: the per-span path, with the reason
+    lines = (SAMPLES / "demo-speculative.jsonl").read_text().splitlines()
+    split = tmp_path / "split"
+    split.mkdir()
+    # (the later lines first: a batch of steps without their agent span would be partial tasks)
+    (split / "a.jsonl").write_text("\n".join(lines[len(lines) // 2:]) + "\n")
+    (split / "b.jsonl").write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    outcome = report_files([split], sample=100)
+    assert outcome.report is None and "two batches" in outcome.reason
 
 
 def test_a_summary_the_aggregates_do_not_cover_is_made_from_the_rows(tmp_path):
