@@ -132,11 +132,12 @@ def _measure_columnar(path: str, clock, store: str | None = None, sample: int | 
 
     t0 = clock.now_ns()
     if sample and not store:
-        from agenttrace.columnar.batches import summary_in_batches
+        from agenttrace.columnar.batches import BATCH_BYTES, batches
+        from agenttrace.columnar.engine import report_files
 
-        files = list(iter_trace_files([path]))
-        outcome = summary_in_batches(files, [path], threads=None, noted=True)
-        if outcome is not None:  # several batches: loading and analysing interleave, all counted as analyse
+        if len(batches(list(iter_trace_files([path])), BATCH_BYTES)) > 1:
+            # several batches: loading and analysing interleave, all counted as analyse
+            outcome = report_files([path], sample=sample)
             if outcome.report is None:
                 raise RuntimeError(f"the columnar engine does not cover {outcome.reason}")
             return {"spans": sum(i.spans for i in outcome.report.inputs), "tasks": outcome.report.run.tasks,

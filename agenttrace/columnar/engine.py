@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrace.columnar import coverage, load, rows, summary, tree
+from agenttrace.columnar import batches, coverage, load, rows, summary, tree
 from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot
 from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import SUMMARY_NOTE
@@ -114,7 +114,7 @@ class Engine:
         seen = self._counts(0, f"{self.store.name} {query.table}")  # the store's name: no password
         return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked
 
-    def tree(self) -> str | None:
+    def make_tree(self) -> str | None:
         """The tree's tables made; the reason the queries do not cover the spans, if one applies."""
         for reason, sql in coverage.checks():
             if self.scalar(sql):
@@ -125,7 +125,7 @@ class Engine:
 
     def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
                 sample: int | None = None, summary_only: bool = False) -> Outcome:
-        reason = self.tree()
+        reason = self.make_tree()
         if reason:
             return Outcome(None, reason)
         special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
@@ -151,7 +151,6 @@ class Engine:
         report.inputs = inputs
         return Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6 + b7, per_span_tasks=len(given))
 
-
     def summary(self, sources: list[str], inputs: list[InputFigures], problems: list[str], *, noted: bool,
                 p: str = "x_") -> Outcome:
         """The summary as aggregates in the engine (summary.py): no row per task comes back.
@@ -176,15 +175,16 @@ def report_files(paths: Sequence[str | Path], *, threads: int | None = None, sam
     where its aggregates cover the input (else: with `sample` the rows folded into a sampled
     summary, with `summary_only` the whole report)."""
     files = list(iter_trace_files(paths))
-    if sample or summary_only:
-        from agenttrace.columnar.batches import summary_in_batches
-
-        done = summary_in_batches(files, [str(p) for p in paths], threads=threads, noted=bool(sample))
-        if done is not None:
-            return done
+    sources = [str(p) for p in paths]
+    groups = batches.batches(files, batches.BATCH_BYTES) if sample or summary_only else [files]
     engine = Engine(threads)
+    if len(groups) > 1:  # a summary of many files: a batch at a time (batches.py)
+        inputs, reason = batches.load_in_batches(engine, groups)
+        if reason:
+            return Outcome(None, reason)
+        return engine.summary(sources, inputs, [], noted=bool(sample), p=batches.PREFIX)
     inputs = engine.load_files(files)
-    return engine.figures([str(p) for p in paths], inputs, [], sample, summary_only)
+    return engine.figures(sources, inputs, [], sample, summary_only)
 
 
 def report_store(query, *, threads: int | None = None, sample: int | None = None,

@@ -53,7 +53,7 @@ def _dist(row: dict | None, name: str) -> Distribution:
     if row is None or not row[f"{name}_n"]:
         return Distribution(count=0)
     return from_order_statistics(row[f"{name}_n"], row[f"{name}_sum"], row[f"{name}_min"], row[f"{name}_max"],
-                                 [tuple(p.values()) if isinstance(p, dict) else tuple(p) for p in row[f"{name}_picks"]])
+                                 [_key(p) for p in row[f"{name}_picks"]])
 
 
 def _spec_sums(row: dict) -> SpecSums:

@@ -6,8 +6,9 @@ come back: a summary of any number of spans is a few kilobytes.
 The values are the per-task rows' (`rows.py`) and the per-span code's definitions (figures.py,
 spec.py), stated as columns; the folds keep their bits:
 - a sum of floats adds them one after another in the order the report's fold adds them (tasks by
-  start, their steps by start, each step's generations by start: `arrayFold` over the values sorted
-  by that key), never in an engine's parallel order;
+  start, their steps by start, each step's generations by start: the values sorted by that key,
+  then a running sum, `arrayCumSum`, whose last element is that sum), never in an engine's
+  parallel order;
 - a distribution comes back as its count, that sum, its extremes and the two order statistics each
   percentile lies between (`report/stats.order_statistics`); `stats.from_order_statistics` makes
   the figures, as `stats.distribution` does from the values themselves.

@@ -105,7 +105,7 @@ def test_auto_makes_a_summary_of_files_in_the_engine_where_it_fits(capsys, monke
     assert "uniform sample" in json.loads(_cli(capsys, str(SAMPLES), "--sample", "100")[0])["problems"][-1]
 
 
-def test_summary_only_is_made_in_the_engine_and_prints_the_full_reports_summary(synthetic, store, capsys, monkeypatch):
+def test_summary_only_is_made_in_the_engine_and_prints_the_full_reports_summary(store, capsys, monkeypatch):
     # --summary-only shows no task row: the engine's summary (the full report's figures) serves it,
     # and the page is the per-span path's, line for line
     from agenttrace.columnar import summary
@@ -117,7 +117,7 @@ def test_summary_only_is_made_in_the_engine_and_prints_the_full_reports_summary(
         assert main(["report", *args, "--summary-only", "--format", "markdown"]) == 0
         return capsys.readouterr().out
 
-    assert printed(str(synthetic), "--engine", "columnar") == printed(str(synthetic), "--engine", "python")
+    assert printed(str(SAMPLES), "--engine", "columnar") == printed(str(SAMPLES), "--engine", "python")
     assert printed("--clickhouse", store) == printed("--clickhouse", store, "--engine", "python")  # auto: in the store
     assert len(made) == 2
 
@@ -127,7 +127,7 @@ def test_a_summary_of_many_files_is_made_a_batch_at_a_time(tmp_path, monkeypatch
     from agenttrace.columnar import batches
 
     folder = tmp_path / "folder"
-    generate(folder, 6_000, seed=4, file_spans=2_000)
+    generate(folder, 2_400, seed=4, file_spans=800)
     monkeypatch.setattr(batches, "BATCH_BYTES", 1)  # a file a batch
     dropped = []
     monkeypatch.setattr(batches, "_made", lambda f=batches._made: dropped.append(1) or f())
