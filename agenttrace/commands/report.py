@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "(chdb), for --clickhouse in the store itself (only figures come back), where the input is "
                              "one it covers (agenttrace/columnar/coverage.py; else it says why and the per-span path "
                              "reports it); python the per-span path; auto (default) columnar where chdb is installed "
-                             "for a ClickHouse store and for a --sample summary of files that fits in memory (where it "
+                             "for a ClickHouse store and for a summary of files (--sample, --summary-only) that fits in "
+                             "memory (where it "
                              "measured faster), quietly falling back where it does not cover the input, and python "
                              "for other reports of files")
     report.add_argument("--json-schema", action="store_true", help="print the JSON schema of --format json and exit")
@@ -133,10 +134,10 @@ def _use_columnar(engine: str, *, store=None, files: list[str] | None = None, su
     store (a ClickHouseQuery) unless a page or byte budget was set (those bound the per-span read of
     spans, which the columnar engine does not make), and for a summary of files (`--sample`, or
     `--summary-only` where no task row is shown) whose peak in the engine fits in half the memory
-    available. Other reports of files stay on the
-    per-span path under auto: there the engine measured as fast at 23-771 MB, never clearly
-    faster, with 3-4x the memory; its summary measured 4.6x faster than the per-span one at 1M
-    spans (BENCHMARKS.md, issue 32's fourth and fifth parts)."""
+    available. Other reports of files stay on the per-span path under auto: there the engine
+    measured as fast at 23-771 MB, never clearly faster, with 3-4x the memory; its summary measured
+    4.6x faster than the per-span one at 1M spans (BENCHMARKS.md, issue 32's fourth and fifth
+    parts)."""
     if engine != "auto":
         return engine == "columnar"
     import importlib.util
