@@ -6,6 +6,7 @@ report's RooflineFold (report/roofline_fold.py), whose `figures()` places them a
 
 from __future__ import annotations
 
+from agenttrace.columnar import summary_sql as q
 from agenttrace.report.roofline_fold import RooflineFold
 
 
@@ -14,14 +15,14 @@ def queries(p: str = "x_") -> dict[str, str]:
     phases = f"""SELECT key, label, e.1 AS phase, e.2 AS passes, e.3 AS n_rows, e.4 AS flops, e.5 AS bytes, e.6 AS seconds, pos
 FROM {g} ARRAY JOIN rf AS e, arrayEnumerate(rf) AS pos"""
     cols = ("flops", "bytes", "seconds")
-    ordered = (f"arraySort(x -> x.1, groupArray(((key, pos), {', '.join(cols)}))) AS ordered, "
-               + ", ".join(f"arrayCumSum(arrayMap(x -> x.{i + 2}, ordered))[-1] AS s_{c}" for i, c in enumerate(cols)))
+    ordered = (q.in_order(f"groupArray(((key, pos), {', '.join(cols)}))", cols) + ", "
+               + ", ".join(f"{q.running_sum(f'{c}_o')} AS s_{c}" for c in cols))
     return {
         "phases": f"""SELECT grouping(label) = 1 AS whole, label, phase, min((key, pos)) AS first, sum(passes) AS s_passes,
        sum(n_rows) AS s_rows, {ordered}
 FROM ({phases}) GROUP BY GROUPING SETS ((label, phase), (phase)) ORDER BY first""",
         "run": f"""SELECT argMinIf(peaks, key, peaks IS NOT NULL) AS first_peaks, countIf(batch IS NOT NULL) AS batched,
-       arrayCumSum(arrayMap(x -> x.2, arraySort(x -> x.1, groupArrayIf((key, assumeNotNull(batch)), batch IS NOT NULL))))[-1]
+       {q.running_sum("arrayMap(x -> x.2, arraySort(x -> x.1, groupArrayIf((key, assumeNotNull(batch)), batch IS NOT NULL)))")}
            AS batch_sum
 FROM {g}""",
         "policies": f"""SELECT policy, count() AS n, min(key) AS first FROM {g} WHERE policy IS NOT NULL

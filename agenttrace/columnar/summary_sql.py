@@ -150,8 +150,8 @@ SETTINGS join_use_nulls = 0""",
 WITH st AS (
   SELECT task, count() AS n_steps, min(first) AS first, min(first_correct) AS first_correct, max(marks) AS marks,
          sum(moments) AS valid, arraySort(x -> x.1, groupArray(((start_ns, step), retry_s, retry_seg_s))) AS ordered,
-         {_sum("arrayMap(x -> x.2, ordered)")} AS task_retry_s,
-         [{", ".join(_sum(f"arrayMap(x -> x.3[{j + 1}], ordered)") for j in range(_N))}] AS task_retry_seg
+         {running_sum("arrayMap(x -> x.2, ordered)")} AS task_retry_s,
+         [{", ".join(running_sum(f"arrayMap(x -> x.3[{j + 1}], ordered)") for j in range(_N))}] AS task_retry_seg
   FROM {p}sr GROUP BY task
 ), at AS (
   SELECT task, count() AS attempts, countIf(valid) AS valid_attempts FROM ({rows.attempt_rows(p)}) GROUP BY task
@@ -218,14 +218,14 @@ def checks(p: str = "x_") -> list[tuple[str, str]]:
              f"SELECT count() FROM {p}gv WHERE method != 'none' AND NOT has_rounds AND rounds != 0")]
 
 
-def _in_order(rows: str, names: tuple[str, ...], key: str) -> str:
+def in_order(rows: str, names: tuple[str, ...]) -> str:
     """`rows` (a groupArray of (key, name...)) sorted by key once, then one array per name, in
-    that order."""
+    that order, as `{name}_o`."""
     cols = ", ".join(f"arrayMap(x -> x.{i + 2}, ordered) AS {n}_o" for i, n in enumerate(names))
     return f"arraySort(x -> x.1, {rows}) AS ordered, {cols}"
 
 
-def _sum(ordered: str) -> str:
+def running_sum(ordered: str) -> str:
     """The values added one after another (arrayCumSum is a running sum: its last is Python's sum
     in that order, bit for bit)."""
     return f"arrayCumSum({ordered})[-1]"
@@ -242,7 +242,7 @@ def _dist(name: str, nullable: bool = False) -> str:
     # each call (ClickHouse replicates what a lambda captures)
     at = [f"(toUInt64(greatest(0, floor((toInt64({n}) - 1) * {q!r}))) + 1)" for q in PERCENTILES]
     picks = ", ".join(f"({srt}[{lo}], {srt}[least({lo} + 1, {n})])" for lo in at)
-    return (f"{v} AS {name}_v, arraySort({name}_v) AS {srt}, length({name}_v) AS {n}, {_sum(f'{name}_v')} AS {name}_sum, "
+    return (f"{v} AS {name}_v, arraySort({name}_v) AS {srt}, length({name}_v) AS {n}, {running_sum(f'{name}_v')} AS {name}_sum, "
             f"{srt}[1] AS {name}_min, {srt}[-1] AS {name}_max, "
             f"[{picks}] AS {name}_picks")
 
@@ -259,8 +259,8 @@ def task_aggregates(p: str = "x_") -> str:
     return f"""SELECT grouping(label) = 1 AS whole, label, min(o) AS first, count() AS tasks,
        countIf(outcome = '{done}') AS completed, countIf(outcome = '{loop}') AS loops, sum(valid) AS decisions,
        sum(attempts) AS t_attempts, sum(valid_attempts) AS t_valid_attempts,
-       {_in_order(rows, ("sums", "task_wall", "ttvtc", "tca", "throughput"), "o")},
-       [{", ".join(_sum(f"arrayMap(x -> x[{j + 1}], sums_o)") for j in range(len(TASK_SUMS)))}] AS t_sums,
+       {in_order(rows, ("sums", "task_wall", "ttvtc", "tca", "throughput"))},
+       [{", ".join(running_sum(f"arrayMap(x -> x[{j + 1}], sums_o)") for j in range(len(TASK_SUMS)))}] AS t_sums,
        countIf(n_steps = 0) AS no_steps, minIf(o, n_steps = 0) AS no_steps_first,
        countIf(ttvtc_s IS NULL) AS no_ttvtc, minIf(o, ttvtc_s IS NULL) AS no_ttvtc_first,
        countIf(outcome = 'unknown') AS no_outcome, minIf(o, outcome = 'unknown') AS no_outcome_first,
@@ -273,7 +273,7 @@ def step_aggregates(p: str = "x_") -> str:
     rows = "groupArray(((o, start_ns, step), wall_s, ttvtc_s, retry_s, seg_s))"
     segs = ", ".join(f"arrayMap(x -> x[{i + 1}], seg_s_o) AS seg{i}_o, {_dist(f'seg{i}')}" for i in range(_N))
     return f"""SELECT grouping(label) = 1 AS whole, label, count() AS steps, countIf(attempts > 1) AS retried,
-       {_in_order(rows, ("step_wall", "step_ttvtc", "retry_per_step", "seg_s"), "key")},
+       {in_order(rows, ("step_wall", "step_ttvtc", "retry_per_step", "seg_s"))},
        {_dist('step_wall')}, {_dist('step_ttvtc', True)}, {_dist('retry_per_step')}, {segs}
 FROM {p}sr GROUP BY GROUPING SETS ((label), ())"""
 
@@ -282,13 +282,13 @@ def generation_aggregates(p: str = "x_") -> str:
     """Per label, per label and drafter, per drafter and for the whole run: the generation-level
     figures and the speculation sums (spec.SpecSums)."""
     rows = f"groupArray((key, {', '.join(GEN_SUMS)}, tokens_per_s, decode_per_token, acceptance))"
-    sums = ", ".join(f"{_sum(f'{c}_o')} AS sum_{c}" for c in GEN_SUMS)
+    sums = ", ".join(f"{running_sum(f'{c}_o')} AS sum_{c}" for c in GEN_SUMS)
     return f"""SELECT grouping(label) = 1 AS whole, grouping(method) = 1 AS all_methods, label, method,
        count() AS n, sum(out) AS g_out, sum(rounds) AS g_rounds, sum(drafted) AS g_drafted, sum(accepted) AS g_accepted,
        countIf(fallback) AS g_fallbacks, max(k) AS g_k, arraySort(groupUniqArray(method)) AS g_methods,
        countIf(constrained) AS g_constrained, countIf(constrain_fallback) AS g_constrain_fallbacks,
        sum(drafts_cut) AS g_drafts_cut,
-       {_in_order(rows, (*GEN_SUMS, "tokens_per_s", "decode_per_token", "acceptance"), "key")}, {sums},
+       {in_order(rows, (*GEN_SUMS, "tokens_per_s", "decode_per_token", "acceptance"))}, {sums},
        {_dist('tokens_per_s', True)}, {_dist('decode_per_token', True)}, {_dist('acceptance', True)}
 FROM {p}gv GROUP BY GROUPING SETS ((label), (), (label, method), (method))"""
 

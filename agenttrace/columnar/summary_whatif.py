@@ -9,6 +9,7 @@ the fold's order too.
 
 from __future__ import annotations
 
+from agenttrace.columnar import summary_sql as q
 from agenttrace.core.costmodel import RoundStats
 from agenttrace.report.spec import ESTIMATOR_RATIO, ESTIMATOR_ROUNDS, AcceptanceStats
 from agenttrace.report.whatif import Decoding, DrafterGenerations, Untimed, WhatIfFold
@@ -19,12 +20,11 @@ _SPEC = "method != 'none'"
 def _in_order(names: tuple[str, ...], where: str = "") -> str:
     """Each name's values in the fold's order (rows sorted by `key` once), as `{name}_o`."""
     rows = f"groupArray{'If' if where else ''}((key, {', '.join(names)}){', ' + where if where else ''})"
-    cols = ", ".join(f"arrayMap(x -> x.{i + 2}, ordered) AS {n}_o" for i, n in enumerate(names))
-    return f"arraySort(x -> x.1, {rows}) AS ordered, {cols}"
+    return q.in_order(rows, names)
 
 
 def _sums(names: tuple[str, ...]) -> str:
-    return ", ".join(f"arrayCumSum({n}_o)[-1] AS s_{n}" for n in names)
+    return ", ".join(f"{q.running_sum(f'{n}_o')} AS s_{n}" for n in names)
 
 
 _DECODING = ("d", "outside", "xx", "yy", "xy", "xt", "yt")
