@@ -55,11 +55,9 @@ def load_in_batches(engine, groups: list[list[Path]]) -> tuple[list[InputFigures
     what each input held, and the reason a batch cannot be summarised this way (None: all were)."""
     engine.q(f"CREATE TEMPORARY TABLE {PREFIX}traces (h UInt64) ENGINE = Memory")
     inputs: list[InputFigures] = []
-    first = 0
     for n, group in enumerate(groups):
         _drop(engine)
-        inputs += engine.load_files(group, first)
-        first = engine.scalar("SELECT max(i) + 1 FROM spans") or first
+        inputs += engine.load_files(group)
         if engine.scalar(f"SELECT count() FROM spans WHERE cityHash64(trace_id) IN (SELECT h FROM {PREFIX}traces)"):
             return inputs, "traces whose spans lie in files of two batches (the summary reads a batch at a time)"
         engine.q(f"INSERT INTO {PREFIX}traces SELECT DISTINCT cityHash64(trace_id) FROM spans")

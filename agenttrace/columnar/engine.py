@@ -52,6 +52,7 @@ class Engine:
             raise ColumnarError("the columnar engine needs chdb (pip install 'agenttrace[columnar]')") from exc
         if store is None or threads:  # a server's own setting stands unless asked
             self.q(f"SET max_threads = {threads or os.cpu_count() or 1}")
+        self.next_i = 0  # the input order the next file's first span takes (above every loaded one)
 
     def q(self, sql: str, params: dict | None = None) -> None:
         try:
@@ -72,18 +73,21 @@ class Engine:
         values = next(iter(self.table(sql)[0].values()))
         return int(values[0] or 0) if values else 0
 
-    def _counts(self, first: int, source: str) -> InputFigures:
-        """What one input held, by segment (report.inputs), from its spans in the table."""
-        counts, _ = self.table(f"SELECT segment, count() AS n FROM spans WHERE i >= {first} "
+    def _counts(self, first: int, source: str) -> tuple[InputFigures, int]:
+        """What one input held, by segment (report.inputs), from its spans in the table; and the
+        highest input order among them (`first` - 1 when none)."""
+        counts, _ = self.table(f"SELECT segment, count() AS n, max(i) AS top FROM spans WHERE i >= {first} "
                                "GROUP BY segment ORDER BY segment")
         segments = dict(zip(counts["segment"], counts["n"], strict=True))
         n = sum(segments.values())
         return InputFigures(source=source, spans=n, conventions=[
-            ConventionFigures(name="agenttrace", spans=n, segments=segments)] if n else [])
+            ConventionFigures(name="agenttrace", spans=n, segments=segments)] if n else []), max(
+            counts["top"], default=first - 1)
 
-    def load_files(self, files: list[Path], first: int = 0) -> list[InputFigures]:
-        """Each file's spans into `spans` (a new table), in input order from `first` on; what each
-        input held, by segment (report.inputs)."""
+    def load_files(self, files: list[Path]) -> list[InputFigures]:
+        """Each file's spans into `spans` (a new table), in input order above every span loaded
+        before (`next_i`: a batch's files follow the last batch's); what each input held, by
+        segment (report.inputs)."""
         self.q(load.TABLE)
         out = []
         for f in files:
@@ -92,11 +96,11 @@ class Engine:
             if odd:
                 raise ColumnarError(f"{f}: {odd} line(s) the per-span reader reads otherwise (not OTLP/JSON requests, "
                                     "or values that are not of their JSON type)")
-            self.q(load.file_insert(path, first))
-            seen = self._counts(first, str(f))
+            self.q(load.file_insert(path, self.next_i))
+            seen, top = self._counts(self.next_i, str(f))
             if seen.spans:  # the per-span path lists an input only when it gave spans
                 out.append(seen)
-            first = self.scalar("SELECT max(i) + 1 FROM spans") if seen.spans else first
+            self.next_i = top + 1
         return out
 
     def load_store(self, query) -> list[InputFigures]:
@@ -111,7 +115,7 @@ class Engine:
         self.q(load.TABLE)
         where, params = filters(query)
         self.q(load.store_insert(query.table, where), params)
-        seen = self._counts(0, f"{self.store.name} {query.table}")  # the store's name: no password
+        seen, _ = self._counts(0, f"{self.store.name} {query.table}")  # the store's name: no password
         return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked
 
     def make_tree(self) -> str | None:
