@@ -52,6 +52,8 @@ class Engine:
             raise ColumnarError("the columnar engine needs chdb (pip install 'agenttrace[columnar]')") from exc
         if store is None or threads:  # a server's own setting stands unless asked
             self.q(f"SET max_threads = {threads or os.cpu_count() or 1}")
+        if store is None:  # files read, not mapped: chdb maps them, and the mapped pages count as
+            self.q("SET storage_file_read_method = 'pread'")  # ours (+0.75 GB at 770 MB; as fast)
         self.next_i = 0  # the input order the next file's first span takes (above every loaded one)
 
     def q(self, sql: str, params: dict | None = None) -> None:

@@ -86,9 +86,10 @@ _STATUS = ("multiIf({c} IN ('2', 'STATUS_CODE_ERROR', 'Error'), 'ERROR', {c} IN 
 # A temporary table: it lives as long as the session (a server's, or chdb's in this process) and
 # never lands in the store's database, whatever that holds (a table of its own named spans).
 TABLE = """CREATE TEMPORARY TABLE spans (
-  i UInt64, h UInt64, ph UInt64, trace_id String, span_id String, name String, kind LowCardinality(String),
-  status LowCardinality(String), start_ns Int64, end_ns Int64, run_label String, run_id String,
-  segment LowCardinality(String), attrs Map(String, String),
+  i UInt64, h UInt64, ph UInt64, trace_id String, span_id String, name LowCardinality(String),
+  kind LowCardinality(String), status LowCardinality(String), start_ns Int64, end_ns Int64,
+  run_label LowCardinality(String), run_id LowCardinality(String), segment LowCardinality(String),
+  attrs Map(LowCardinality(String), String),
   rounds Array(Tuple(Int64, Int64, Float64, Float64, Int64, Int64)), odd Bool
 ) ENGINE = Memory"""
 

@@ -11,7 +11,7 @@ spans), as queries over the tables `tree.py` made. The rules are `report/figures
 from __future__ import annotations
 
 from agenttrace import semconv as sc
-from agenttrace.columnar.tree import is_true, num, text
+from agenttrace.columnar.tree import is_true, narrow, num, text
 from agenttrace.report.spec import GENERATION_KEYS
 
 
@@ -33,10 +33,17 @@ SELECT 0 AS kind, task AS owner, part.1 AS segment, off_d = 0 AS on, sum(part.2)
 UNION ALL
 SELECT 1, assumeNotNull(step), part.1, off_d <= step_d, sum(part.2) FROM nz WHERE step IS NOT NULL GROUP BY step, part.1, off_d <= step_d
 UNION ALL
-SELECT 2, assumeNotNull(nz.step), part.1, true, sum(part.2) FROM nz JOIN spans AS a ON a.i = nz.att
+SELECT 2, assumeNotNull(nz.step), part.1, true, sum(part.2) FROM nz JOIN {narrow((sc.ATTEMPT_OUTCOME,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = nz.att
 WHERE nz.att IS NOT NULL AND nz.off_d <= nz.att_d AND if(a.attrs['{sc.ATTEMPT_OUTCOME}'] = '', '{ok}', {text(sc.ATTEMPT_OUTCOME, 'a.attrs')}) != '{ok}'
 GROUP BY nz.step, part.1
 SETTINGS join_use_nulls = 0"""
+
+
+# The attributes (and segments) step_rows reads of a step's spans, and of the step span itself.
+_STEP_SCAN_KEYS = (sc.VALIDATION_OK, sc.PARSE_RESULT, sc.INFERRED_DECISION, sc.DECISION_CORRECT, sc.PARSE_OK)
+_STEP_SCAN_SEGMENTS = (sc.Segment.VALIDATION, sc.Segment.PARSE, sc.Segment.GENERATION, sc.Segment.ATTEMPT,
+                       sc.Segment.STEP)  # each step's own span keeps its row in `per`
+_STEP_KEYS = (sc.STEP_INDEX, sc.STEP_OUTCOME, sc.STEP_ATTEMPTS, sc.INFERRED)
 
 
 def _decision_end() -> str:
@@ -54,7 +61,7 @@ def step_rows(p: str = "x_") -> str:
          moment IS NOT NULL AND mapContains(s.attrs, '{sc.DECISION_CORRECT}') AS marks,
          if(s.segment = '{sc.Segment.PARSE}' AND {is_true(sc.PARSE_OK, 's.attrs')}, s.end_ns, NULL) AS parse_ok_end,
          t.att = t.i AS is_att
-  FROM {p}t AS t JOIN spans AS s ON s.i = t.i
+  FROM {p}t AS t JOIN {narrow(_STEP_SCAN_KEYS, _STEP_SCAN_SEGMENTS)} AS s ON s.i = t.i
   WHERE t.step IS NOT NULL AND NOT t.in_gen
 ), per AS (
   SELECT step, countIf(moment IS NOT NULL) AS moments, min(moment) AS first, min(correct) AS first_correct, max(marks) AS marks, max(parse_ok_end) AS last_parse_ok,
@@ -68,7 +75,7 @@ SELECT t.task AS task, s.i AS step, s.start_ns AS start_ns, s.end_ns AS end_ns, 
           per.first) AS first, if(per.moments = 0 AND first IS NOT NULL, 1, per.moments) AS moments,
        per.first_correct AS first_correct, per.marks AS marks,
        mapContains(s.attrs, '{sc.INFERRED}') AS inferred
-FROM {p}t AS t JOIN spans AS s ON s.i = t.i JOIN per ON per.step = t.i
+FROM {p}t AS t JOIN {narrow(_STEP_KEYS, (sc.Segment.STEP,))} AS s ON s.i = t.i JOIN per ON per.step = t.i
 WHERE t.step = t.i
 ORDER BY t.task, s.start_ns, s.i
 SETTINGS join_use_nulls = 1"""
@@ -80,7 +87,7 @@ def attempt_rows(p: str = "x_") -> str:
     return f"""WITH scan AS (
   SELECT t.att AS att, s.segment AS seg, (s.start_ns, s.i) AS at,
          if(seg = '{sc.Segment.PARSE}', {is_true(sc.PARSE_OK, 's.attrs')}, {is_true(sc.VALIDATION_OK, 's.attrs')}) AS held
-  FROM {p}t AS t JOIN spans AS s ON s.i = t.i
+  FROM {p}t AS t JOIN {narrow((sc.PARSE_OK, sc.VALIDATION_OK), (sc.Segment.PARSE, sc.Segment.VALIDATION))} AS s ON s.i = t.i
   WHERE t.att IS NOT NULL AND NOT t.in_gen AND s.segment IN ('{sc.Segment.PARSE}', '{sc.Segment.VALIDATION}')
 ), per AS (
   SELECT att, countIf(seg = '{sc.Segment.PARSE}') AS parses, argMaxIf(held, at, seg = '{sc.Segment.PARSE}') AS parse_ok,
@@ -91,7 +98,7 @@ def attempt_rows(p: str = "x_") -> str:
 SELECT t.task AS task,
        if(ifNull(per.parses, 0) = 0 AND ifNull(per.validations, 0) = 0, {text(sc.ATTEMPT_OUTCOME, 's.attrs')} = '{ok}',
           (ifNull(per.parses, 0) = 0 OR per.parse_ok) AND (ifNull(per.validations, 0) = 0 OR per.validation_ok)) AS valid
-FROM {p}t AS t JOIN spans AS s ON s.i = t.i LEFT JOIN per ON per.att = t.i
+FROM {p}t AS t JOIN {narrow((sc.ATTEMPT_OUTCOME,), (sc.Segment.ATTEMPT,))} AS s ON s.i = t.i LEFT JOIN per ON per.att = t.i
 WHERE t.step IS NOT NULL AND s.segment = '{sc.Segment.ATTEMPT}'
 SETTINGS join_use_nulls = 1"""
 
@@ -151,7 +158,8 @@ def generation_rows(p: str = "x_") -> str:
          s.end_ns AS end_ns, s.i AS gi, mapFilter((k, v) -> k IN ({keys}), s.attrs) AS attrs,
          ifNull(prefills.durations, []) AS prefills,
          {_round_columns()}
-  FROM {p}t AS t JOIN spans AS s ON s.i = t.i LEFT JOIN spans AS a ON a.i = t.att
+  FROM {p}t AS t JOIN {narrow(GENERATION_KEYS, (sc.Segment.GENERATION,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
+  LEFT JOIN {narrow((sc.ATTEMPT_INDEX,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = t.att
   LEFT JOIN prefills ON prefills.pi = t.i
   WHERE t.step IS NOT NULL AND NOT t.in_gen AND s.segment = '{sc.Segment.GENERATION}'
 )

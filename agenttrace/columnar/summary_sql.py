@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from agenttrace import semconv as sc
 from agenttrace.columnar import rows
-from agenttrace.columnar.tree import num, text
+from agenttrace.columnar.tree import narrow, num, text
 from agenttrace.report.model import SEGMENT_FIELDS, STAGE_FIELDS
 from agenttrace.report.stages import STAGE_OF_SEGMENT
 from agenttrace.report.stats import PERCENTILES
@@ -121,6 +121,10 @@ def _roofline_values() -> str:
        if(mapContains(s.attrs, '{sc.SPEC_POLICY}'), {text(sc.SPEC_POLICY, 's.attrs')}, NULL) AS policy"""
 
 
+# Columns of `{p}gv` only its other columns are made of (per round, per roofline phase): not kept.
+_GV_STEPS = "prefill0, dr, chain, asked, kk, acc, asked_ks, asked_n, rf_p, rf_n, rf_r, rf_f, rf_b, rf_t"
+
+
 def statements(p: str = "x_") -> list[str]:
     """The value tables, over the tree's (tree.py): `{p}tr` tasks with their order (`o`: start, then
     input order, a key that holds across batches of files), `{p}seg`
@@ -169,6 +173,7 @@ SELECT tr.o AS o, tr.label AS label, tr.outcome AS outcome, (tr.end_ns - tr.star
 FROM {p}tr AS tr LEFT JOIN st ON st.task = tr.task LEFT JOIN at ON at.task = tr.task LEFT JOIN b ON b.owner = tr.task
 SETTINGS join_use_nulls = 1""",
         f"""CREATE TEMPORARY TABLE {p}gv {_M} AS
+SELECT * EXCEPT ({_GV_STEPS}) FROM (
 WITH prefills AS (
   SELECT pi, arraySum(groupArray(greatest(0, end_ns - start_ns))) AS ns, true AS any FROM {p}s
   WHERE segment = '{sc.Segment.PREFILL}' AND pi IS NOT NULL GROUP BY pi
@@ -195,9 +200,10 @@ SELECT (sr.o, sr.start_ns, sr.step, s.start_ns, s.i) AS key, sr.label AS label,
        {_WHATIF_VALUES},
        {_roofline_values()},
        {rows._round_columns()}
-FROM {p}t AS t JOIN spans AS s ON s.i = t.i JOIN {p}sr AS sr ON sr.step = t.step
-LEFT JOIN prefills ON prefills.pi = t.i
-WHERE t.step IS NOT NULL AND NOT t.in_gen AND s.segment = '{gen}'
+FROM (SELECT i, step FROM {p}t WHERE step IS NOT NULL AND NOT in_gen AND segment = '{gen}') AS t
+JOIN {narrow(None, (gen,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
+JOIN (SELECT o, start_ns, step, label FROM {p}sr) AS sr ON sr.step = t.step
+LEFT JOIN prefills ON prefills.pi = t.i)
 SETTINGS join_use_nulls = 1""",
     ]
 
@@ -211,7 +217,7 @@ def checks(p: str = "x_") -> list[tuple[str, str]]:
     kinds += "".join(f" OR (mapContains(s.attrs, '{k}') AND NOT startsWith(s.attrs['{k}'], 's'))"
                      for k in (sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL, sc.SPEC_POLICY, sc.ROOFLINE_DEVICE))
     return [("generations whose spec.method, model, policy or device is not text, or whose spec.fallback is an array",
-             f"SELECT count() FROM {p}t AS t JOIN spans AS s ON s.i = t.i WHERE s.segment = '{gen}' AND ({kinds})"),
+             f"SELECT count() FROM {p}t AS t JOIN {narrow(None, (gen,), 'segment')} AS s ON s.i = t.i WHERE ({kinds})"),
             ("generations whose roofline arrays hold values of kinds the aggregates do not read",
              f"SELECT count() FROM {p}gv WHERE rf_odd"),
             ("speculative generations with a round count but no speculate.round events (the what-if's totals path)",
