@@ -149,13 +149,12 @@ def generation_rows(p: str = "x_") -> str:
     """A row per generation a step made (not one inside another generation): the attributes its
     figures read (spec.GENERATION_KEYS), its prefill children's durations, what its rounds tell the
     what-if (_round_columns); with the step's and attempt's index."""
-    keys = ", ".join(f"'{k}'" for k in GENERATION_KEYS)
     return f"""WITH prefills AS (
   SELECT pi, groupArray(greatest(0, end_ns - start_ns)) AS durations FROM {p}s
   WHERE segment = '{sc.Segment.PREFILL}' AND pi IS NOT NULL GROUP BY pi
 ), g AS (
   SELECT t.task AS task, t.step AS step, {_int(sc.ATTEMPT_INDEX, 'a.attrs')} AS attempt, s.start_ns AS start_ns,
-         s.end_ns AS end_ns, s.i AS gi, mapFilter((k, v) -> k IN ({keys}), s.attrs) AS attrs,
+         s.end_ns AS end_ns, s.i AS gi, s.attrs AS attrs,
          ifNull(prefills.durations, []) AS prefills,
          {_round_columns()}
   FROM {p}t AS t JOIN {narrow(GENERATION_KEYS, (sc.Segment.GENERATION,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i

@@ -121,11 +121,11 @@ def _report(args: argparse.Namespace):
 
 
 # The engine's summary of files (`--sample`), measured in this process (BENCHMARKS.md, issue 32's
-# fifth part): a batch of files peaks at 2.7x its bytes (1M spans: 2.1 GB), each further batch's
-# kept values add about 0.45x its bytes (2M spans in two batches: 2.4 GB); below about 20 MB
-# chdb's start costs more than it saves.
-SUMMARY_PEAK_PER_BYTE = 2.7
-SUMMARY_KEPT_PER_BYTE = 0.45
+# fifth and sixth parts): a batch of files peaks at 2.3x its bytes (1M spans, 771 MB: 1.7 GB), each
+# further batch's kept values and their share of the aggregates add about 0.5x its bytes (10M spans
+# in ten batches: 5.2 GB); below about 20 MB chdb's start costs more than it saves.
+SUMMARY_PEAK_PER_BYTE = 2.3
+SUMMARY_KEPT_PER_BYTE = 0.5
 SUMMARY_MIN_BYTES = 20_000_000
 
 
