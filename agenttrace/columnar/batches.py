@@ -21,7 +21,7 @@ from agenttrace.report.inputs import InputFigures
 
 BATCH_BYTES = 400_000_000  # files are grouped up to about this much (about half a million spans)
 # The value tables the aggregates read, each without the columns only `prepare` read (what made
-# the task values, and the checks): at 10M spans they were a fifth of the kept values.
+# the task values, and the checks): keeping them took the 10M-span summary's peak from 5.2 to 5.7 GB.
 KEPT = {"tv": "on_ns, off_ns",
         "sr": "task, first, first_correct, marks, moments, on_ns, retry_ns, retry_seg_s",
         "gv": "knows_prefill, ux, uy, r_n, r_accepted, r_drafted, r_rejections, c_no_draft, c_common_k, "
