@@ -13,7 +13,6 @@ the input to the per-span path with the reason.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from agenttrace.columnar import coverage, summary, summary_sql, tree
@@ -27,7 +26,6 @@ KEPT = {"tv": "on_ns, off_ns",
         "gv": "knows_prefill, ux, uy, r_n, r_accepted, r_drafted, r_rejections, c_no_draft, c_common_k, "
               "c_asked_k, c_asked_n, c_offered, rf_ok, rf_odd"}
 PREFIX = "y_"  # the kept tables' prefix
-_CREATED = re.compile(r"CREATE TEMPORARY TABLE (\w+)")
 
 
 def batches(files: list[Path], limit: int) -> list[list[Path]]:
@@ -45,14 +43,9 @@ def batches(files: list[Path], limit: int) -> list[list[Path]]:
     return out
 
 
-def _made() -> list[str]:
-    """Every table a batch makes, the span table last."""
-    return [m for sql in (*tree.statements(), *summary_sql.statements()) for m in _CREATED.findall(sql)] + ["spans"]
-
-
 def _drop(engine) -> None:
-    for name in _made():
-        engine.q(f"DROP TEMPORARY TABLE IF EXISTS {name}")
+    """Every table a batch makes, the span table last."""
+    engine.drop([*tree.created([*tree.statements(), *summary_sql.statements()]), "spans"])
 
 
 def load_in_batches(engine, groups: list[list[Path]]) -> tuple[list[InputFigures], str | None]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrace.columnar import batches, coverage, load, rows, summary, tree
+from agenttrace.columnar import batches, coverage, load, rows, summary, summary_sql, tree
 from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot
 from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import SUMMARY_NOTE
@@ -129,14 +129,24 @@ class Engine:
             self.q(sql)
         return next((reason for reason, sql in coverage.tree_checks() if self.scalar(sql)), None)
 
+    def drop(self, names: Sequence[str]) -> None:
+        for name in names:
+            self.q(f"DROP TEMPORARY TABLE IF EXISTS {name}")
+
+    def _remake_tree(self) -> None:
+        self.drop(tree.created([*tree.statements(), *summary_sql.statements()]))
+        self.make_tree()
+
     def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
                 sample: int | None = None, summary_only: bool = False) -> Outcome:
         reason = self.make_tree()
         if reason:
             return Outcome(None, reason)
         special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
-        if (sample or summary_only) and not special["task"] and summary.prepare(self) is None:
-            return self.summary(sources, inputs, problems, noted=bool(sample))
+        if (sample or summary_only) and not special["task"]:
+            if summary.prepare(self) is None:
+                return self.summary(sources, inputs, problems, noted=bool(sample))
+            self._remake_tree()  # the value tables dropped the charge the rows read
         tasks, b1 = self.table(rows.task_rows())
         steps, b2 = self.table(rows.step_rows())
         attempts, b3 = self.table(rows.attempt_rows())
@@ -162,6 +172,9 @@ class Engine:
         """The summary as aggregates in the engine (summary.py): no row per task comes back.
         `noted`: a problem line says so (a --sample summary; --summary-only shows no task row
         either way, and its figures are the full report's)."""
+        # the aggregates read the value tables alone: the spans and the tree go first, their
+        # memory to the aggregates' sorting (a batch's are gone already)
+        self.drop([*tree.created(tree.statements()), "spans"])
         labels, whole, folds, back = summary.run_folds(self, p)
         whatif, back_whatif = summary.whatif(self, p)
         roofline, back_roofline = summary.roofline(self, p)

@@ -20,6 +20,7 @@ from agenttrace import semconv as sc
 from agenttrace.columnar import rows
 from agenttrace.columnar.tree import narrow, num, text
 from agenttrace.report.model import SEGMENT_FIELDS, STAGE_FIELDS
+from agenttrace.report.spec import GENERATION_KEYS
 from agenttrace.report.stages import STAGE_OF_SEGMENT
 from agenttrace.report.stats import PERCENTILES
 
@@ -140,6 +141,9 @@ FROM ({rows.task_rows(p)})""",
         f"""CREATE TEMPORARY TABLE {p}seg {_M} AS
 SELECT kind, owner, {_ns_by_segment('on')} AS on_ns, {_ns_by_segment('NOT on')} AS off_ns
 FROM ({rows.segment_rows(p)}) GROUP BY kind, owner""",
+        # the charge is read only by the segment times above (the rows path, should a check below
+        # send the input there, remakes the tree: engine.py); its memory goes to the next tables'
+        f"DROP TEMPORARY TABLE {p}c",
         f"""CREATE TEMPORARY TABLE {p}sr {_M} AS
 SELECT tr.o AS o, tr.label AS label, s.task AS task, s.step AS step, s.start_ns AS start_ns, s.attempts AS attempts,
        s.first AS first, s.first_correct AS first_correct, s.marks AS marks, s.moments AS moments,
@@ -201,7 +205,7 @@ SELECT (sr.o, sr.start_ns, sr.step, s.start_ns, s.i) AS key, sr.label AS label,
        {_roofline_values()},
        {rows._round_columns()}
 FROM (SELECT i, step FROM {p}t WHERE step IS NOT NULL AND NOT in_gen AND segment = '{gen}') AS t
-JOIN {narrow(None, (gen,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
+JOIN {narrow(GENERATION_KEYS, (gen,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
 JOIN (SELECT o, start_ns, step, label FROM {p}sr) AS sr ON sr.step = t.step
 LEFT JOIN prefills ON prefills.pi = t.i)
 SETTINGS join_use_nulls = 1""",
@@ -217,7 +221,7 @@ def checks(p: str = "x_") -> list[tuple[str, str]]:
     kinds += "".join(f" OR (mapContains(s.attrs, '{k}') AND NOT startsWith(s.attrs['{k}'], 's'))"
                      for k in (sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL, sc.SPEC_POLICY, sc.ROOFLINE_DEVICE))
     return [("generations whose spec.method, model, policy or device is not text, or whose spec.fallback is an array",
-             f"SELECT count() FROM {p}t AS t JOIN {narrow(None, (gen,), 'segment')} AS s ON s.i = t.i WHERE ({kinds})"),
+             f"SELECT count() FROM {p}t AS t JOIN {narrow(GENERATION_KEYS, (gen,), 'segment')} AS s ON s.i = t.i WHERE ({kinds})"),
             ("generations whose roofline arrays hold values of kinds the aggregates do not read",
              f"SELECT count() FROM {p}gv WHERE rf_odd"),
             ("speculative generations with a round count but no speculate.round events (the what-if's totals path)",

@@ -22,6 +22,8 @@ All arithmetic is Int64 nanoseconds.
 
 from __future__ import annotations
 
+import re
+
 from agenttrace import semconv as sc
 from agenttrace.report.model import SEGMENT_FIELDS
 
@@ -56,6 +58,14 @@ def narrow(keys: tuple[str, ...] | None = None, segments: tuple[str, ...] = (), 
     attrs = "attrs" if keys is None else "mapFilter((k, v) -> k IN (" + ", ".join(f"'{k}'" for k in keys) + "), attrs)"
     where = " WHERE segment IN (" + ", ".join(f"'{x}'" for x in segments) + ")" if segments else ""
     return f"(SELECT i, {cols}, {attrs} AS attrs FROM spans{where})"
+
+
+_CREATED = re.compile(r"CREATE TEMPORARY TABLE (\w+)")
+
+
+def created(sqls: list[str]) -> list[str]:
+    """The tables the statements `sqls` make, in order."""
+    return [name for sql in sqls for name in _CREATED.findall(sql)]
 
 
 def statements(p: str = "x_") -> list[str]:

@@ -130,7 +130,7 @@ def test_a_summary_of_many_files_is_made_a_batch_at_a_time(tmp_path, monkeypatch
     generate(folder, 2_400, seed=4, file_spans=800)
     monkeypatch.setattr(batches, "BATCH_BYTES", 1)  # a file a batch
     dropped = []
-    monkeypatch.setattr(batches, "_made", lambda f=batches._made: dropped.append(1) or f())
+    monkeypatch.setattr(batches, "_drop", lambda engine, f=batches._drop: dropped.append(1) or f(engine))
     outcome = report_files([folder], sample=100)
     assert len(dropped) == 4  # before each of the three batches, and after the last
     assert outcome.report.tasks == [] and "made in the engine" in outcome.report.problems[-1]
