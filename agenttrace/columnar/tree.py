@@ -86,7 +86,7 @@ WITH RECURSIVE r AS (
   SELECT i, if(segment = '{agent}', i, NULL) AS task, start_ns AS lo, greatest(start_ns, end_ns) AS hi,
          segment AS seg, CAST(NULL AS Nullable(String)) AS inh, true AS blk, false AS dropped, toUInt32(0) AS depth,
          CAST(NULL AS Nullable(UInt64)) AS step, toUInt32(0) AS step_d, CAST(NULL AS Nullable(UInt64)) AS att,
-         toUInt32(0) AS att_d, false AS in_gen, false AS closed
+         toUInt32(0) AS att_d, false AS in_gen, false AS closed, pi, start_ns
   FROM {p}s WHERE pi IS NULL
   UNION ALL
   SELECT c.i,
@@ -104,13 +104,14 @@ WITH RECURSIVE r AS (
          if(r.att IS NULL AND r.step = r.i AND c.segment = '{att}', c.i, r.att),
          if(r.att IS NULL AND r.step = r.i AND c.segment = '{att}', r.depth + 1, r.att_d),
          r.in_gen OR r.seg = '{gen}',
-         {shut}
+         {shut},
+         c.pi, c.start_ns
   FROM r JOIN {p}s AS c ON c.pi = r.i
 )
 SELECT r.i AS i, assumeNotNull(r.task) AS task, r.lo AS lo, r.hi AS hi, r.inh AS inh,
        r.blk AND r.i != r.task AS blk, r.dropped AS dropped, r.depth AS depth, r.step AS step, r.step_d AS step_d,
-       r.att AS att, r.att_d AS att_d, r.in_gen AS in_gen, s.pi AS pi, s.start_ns AS start_ns, s.segment AS segment
-FROM r JOIN {p}s AS s ON s.i = r.i WHERE r.task IS NOT NULL""",
+       r.att AS att, r.att_d AS att_d, r.in_gen AS in_gen, r.pi AS pi, r.start_ns AS start_ns, r.seg AS segment
+FROM r WHERE r.task IS NOT NULL""",
         # parents whose blocking children overlap (children in start order, ties: input order)
         f"""CREATE TEMPORARY TABLE {p}ov {_M} AS
 SELECT pi FROM (
