@@ -121,10 +121,10 @@ def _report(args: argparse.Namespace):
 
 
 # The engine's summary of files (`--sample`), measured in this process (BENCHMARKS.md, issue 32's
-# fifth and sixth parts): a batch of files peaks at 2.3x its bytes (1M spans, 771 MB: 1.7 GB), each
-# further batch's kept values and their share of the aggregates add about 0.5x its bytes (10M spans
-# in ten batches: 5.2 GB); below about 20 MB chdb's start costs more than it saves.
-SUMMARY_PEAK_PER_BYTE = 2.3
+# fifth and sixth parts): a batch of files peaks at about 2x its bytes (1M spans, 771 MB: 1.5 GB),
+# each further batch's kept values and their share of the aggregates add about 0.5x its bytes (10M
+# spans in ten batches: 4.8 GB); below about 20 MB chdb's start costs more than it saves.
+SUMMARY_PEAK_PER_BYTE = 2.0
 SUMMARY_KEPT_PER_BYTE = 0.5
 SUMMARY_MIN_BYTES = 20_000_000
 
