@@ -44,7 +44,7 @@ def batches(files: list[Path], limit: int) -> list[list[Path]]:
 
 
 def _drop(engine) -> None:
-    """Every table a batch makes, the span table last."""
+    """Drops every table a batch makes, the span table last."""
     engine.drop([*tree.created([*tree.statements(), *summary_sql.statements()]), "spans"])
 
 
