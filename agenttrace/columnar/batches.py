@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agenttrace.columnar import coverage, summary, summary_sql, tree
+from agenttrace.columnar import coverage, summary
 from agenttrace.report.inputs import InputFigures
 
 BATCH_BYTES = 400_000_000  # files are grouped up to about this much (about half a million spans)
@@ -45,7 +45,7 @@ def batches(files: list[Path], limit: int) -> list[list[Path]]:
 
 def _drop(engine) -> None:
     """Drops every table a batch makes, the span table last."""
-    engine.drop([*tree.created([*tree.statements(), *summary_sql.statements()]), "spans"])
+    engine.drop([*summary.made(), "spans"])
 
 
 def load_in_batches(engine, groups: list[list[Path]]) -> tuple[list[InputFigures], str | None]:

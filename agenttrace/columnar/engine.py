@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrace.columnar import batches, coverage, load, rows, summary, summary_sql, tree
+from agenttrace.columnar import batches, coverage, load, rows, summary, tree
 from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot
 from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import SUMMARY_NOTE
@@ -134,7 +134,7 @@ class Engine:
             self.q(f"DROP TEMPORARY TABLE IF EXISTS {name}")
 
     def _remake_tree(self) -> None:
-        self.drop(tree.created([*tree.statements(), *summary_sql.statements()]))
+        self.drop(summary.made())
         self.make_tree()
 
     def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],

@@ -11,6 +11,7 @@ from __future__ import annotations
 from agenttrace.columnar import summary_roofline as roof
 from agenttrace.columnar import summary_sql as q
 from agenttrace.columnar import summary_whatif as w
+from agenttrace.columnar import tree
 from agenttrace.report.model import SEGMENT_FIELDS, STAGE_FIELDS, Distribution, StageTimes
 from agenttrace.report.roofline_fold import RooflineFold
 from agenttrace.report.runs import RunFold
@@ -97,6 +98,11 @@ def _fold(task: dict | None, step: dict | None, gens: dict | None, by_method: li
     fold.decode_per_token = _Known(_dist(gens, "decode_per_token"))
     fold.acceptance = _Known(_dist(gens, "acceptance"))
     return fold
+
+
+def made() -> list[str]:
+    """Every table the tree and the value tables make (tree.py, summary_sql.py), in order."""
+    return tree.created([*tree.statements(), *q.statements()])
 
 
 def prepare(engine) -> str | None:

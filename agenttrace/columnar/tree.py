@@ -75,7 +75,7 @@ def statements(p: str = "x_") -> list[str]:
     # below a sub-agent's run (or an agent inside the task's): not the task's steps (figures.task_steps)
     shut = f"(r.closed OR (r.task IS NOT NULL AND (r.seg IN {closed} OR (r.seg = '{agent}' AND r.i != r.task))))"
     detached = "(c.pkind = 'PRODUCER' AND c.kind = 'CONSUMER')"
-    return [
+    made = [
         f"""CREATE TEMPORARY TABLE {p}s {_M} AS
 SELECT c.i AS i, c.start_ns AS start_ns, c.end_ns AS end_ns, c.kind AS kind, c.segment AS segment,
        if(par.i = c.i, NULL, par.i) AS pi, par.kind AS pkind
@@ -172,6 +172,7 @@ SELECT c.i AS i, task, step, step_d, att, att_d, o.off_d AS off_d, seg,
        self_ns - draft_ns - verify_ns - constrain_ns AS seg_ns, draft_ns, verify_ns, constrain_ns
 FROM c JOIN {p}o AS o ON o.i = c.i
 SETTINGS join_use_nulls = 1""",
-        # what only the charge is made of: dropped (their memory, 60 MB at 1M spans, is the queries')
-        *(f"DROP TEMPORARY TABLE {p}{t}" for t in ("ov", "kk", "d", "nxt", "chain", "f", "o")),
     ]
+    # what only the charge is made of: dropped (their memory, 60 MB at 1M spans, is the queries')
+    kept = (f"{p}s", f"{p}t", f"{p}c")
+    return made + [f"DROP TEMPORARY TABLE {name}" for name in created(made) if name not in kept]
