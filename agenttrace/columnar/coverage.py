@@ -1,7 +1,8 @@
 """What the columnar queries do not state, asked of the tables before any figure is read.
 
 `checks`, `tree_checks`: an input with any of these is reported by the per-span path
-(`report/build.py`), whole;
+(`report/build.py`), whole (a trace with what `trace_checks` finds: that trace alone, where the
+report routes traces, per_trace.py);
 `agenttrace report --engine columnar` says which reason applied. Each entry: (reason, SQL giving
 a count; non-zero means the input needs the per-span path).
 
@@ -18,15 +19,29 @@ _FOREIGN_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "pydanti
 
 def checks() -> list[tuple[str, str]]:
     """What sends a whole input to the per-span path, asked of the span table before the tree is
-    built (spans sharing an id would multiply the parent join)."""
-    foreign = " OR ".join(f"startsWith(k, '{x}')" for x in _FOREIGN_PREFIXES)
+    built: `input_checks`, then `trace_checks` (where the report's traces are not routed one at a
+    time: a summary made a batch at a time)."""
+    return [*input_checks(), *trace_checks()]
+
+
+def input_checks() -> list[tuple[str, str]]:
+    """What sends a whole input to the per-span path whatever its traces (spans sharing an id
+    would multiply the parent join)."""
     return [
         ("values the per-span reader words problems about (a type, a time, an id, a nesting)",
          "SELECT count() FROM spans WHERE odd"),
         ("spans share a trace and span id", "SELECT count() - uniqExact(h) FROM spans"),
+    ]
+
+
+def trace_checks() -> list[tuple[str, str]]:
+    """What the queries do not state of a trace (the foreign conventions and structure rules):
+    such a trace is reported by the per-span code, one trace at a time (per_trace.py); the whole
+    input goes to the per-span path where every trace has it."""
+    foreign = " OR ".join(f"startsWith(k, '{x}')" for x in _FOREIGN_PREFIXES)
+    return [
         ("spans of another instrumentation (no agenttrace.segment)",
          f"SELECT count() FROM spans WHERE segment = '' AND arrayExists(k -> {foreign}, mapKeys(attrs))"),
-        # the per-span path lists such spans per input (inputs[].left_out); the queries do not yet
         ("spans with no agenttrace.segment", "SELECT count() FROM spans WHERE segment = ''"),
     ]
 

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrace.columnar import batches, coverage, load, rows, summary, tree
+from agenttrace.columnar import batches, coverage, load, per_trace, rows, summary, tree
 from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot
 from agenttrace.errors import ClickHouseError
-from agenttrace.report.batched import SUMMARY_NOTE
-from agenttrace.report.inputs import ConventionFigures, InputFigures
+from agenttrace.report.batched import PARTIAL_NOTE, SUMMARY_NOTE
+from agenttrace.report.inputs import ConventionFigures, InputFigures, input_figures
 from agenttrace.report.model import Report
 from agenttrace.report.runs import ReportFold
 from agenttrace.traces.load import iter_trace_files
@@ -33,6 +33,7 @@ class Outcome:
     reason: str | None = None  # why the per-span path is needed
     bytes_back: int = 0  # bytes of the rows that came back to Python
     per_span_tasks: int = 0  # tasks whose figures the per-span code made (coverage.per_span_tasks)
+    per_trace_spans: int = 0  # spans of the traces the per-span code reported (per_trace.py)
 
 
 def _sql_string(text: str) -> str:
@@ -55,6 +56,9 @@ class Engine:
         if store is None:  # files read, not mapped: chdb maps them, and the mapped pages count as
             self.q("SET storage_file_read_method = 'pread'")  # ours (+0.75 GB at 770 MB; as fast)
         self.next_i = 0  # the input order the next file's first span takes (above every loaded one)
+        self.files: list[per_trace.FileRange] = []  # where each file's spans were read from
+        self.query = None  # or the store's ClickHouseQuery they were
+        self.source = ""  # the store's input, as the report names it
 
     def q(self, sql: str, params: dict | None = None) -> None:
         try:
@@ -102,6 +106,7 @@ class Engine:
             seen, top = self._counts(self.next_i, str(f))
             if seen.spans:  # the per-span path lists an input only when it gave spans
                 out.append(seen)
+            self.files.append(per_trace.FileRange(f, self.next_i, top))
             self.next_i = top + 1
         return out
 
@@ -117,12 +122,14 @@ class Engine:
         self.q(load.TABLE)
         where, params = filters(query)
         self.q(load.store_insert(query.table, where), params)
-        seen, _ = self._counts(0, f"{self.store.name} {query.table}")  # the store's name: no password
+        self.query, self.source = query, f"{self.store.name} {query.table}"  # the store's name: no password
+        seen, _ = self._counts(0, self.source)
         return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked
 
-    def make_tree(self) -> str | None:
-        """The tree's tables made; the reason the queries do not cover the spans, if one applies."""
-        for reason, sql in coverage.checks():
+    def make_tree(self, checks: Sequence[tuple[str, str]] | None = None) -> str | None:
+        """The tree's tables made; the reason the queries do not cover the spans, if one applies
+        (`checks`: those asked first, default coverage.checks())."""
+        for reason, sql in coverage.checks() if checks is None else checks:
             if self.scalar(sql):
                 return reason
         for sql in tree.statements():
@@ -137,13 +144,61 @@ class Engine:
         self.drop(summary.made())
         self.make_tree()
 
+    def route(self) -> per_trace.Traces | str | None:
+        """The traces the queries do not state (coverage.trace_checks) reported by the per-span code,
+        read again from the files or the store, and dropped from the table (per_trace.py); None
+        when there are none; the reason the whole input goes to the per-span path when every trace
+        is one, or when reading them again words a problem."""
+        if not self.scalar("SELECT count() FROM spans WHERE segment = ''"):
+            return None
+        self.q(per_trace.MAKE_ROUTED)
+        try:
+            if not self.scalar(per_trace.REST):
+                return next(reason for reason, sql in coverage.trace_checks() if self.scalar(sql))
+            rows_, back = self.table(per_trace.ORDER)
+            order = per_trace.order_of(rows_)
+            problems: list[str] = []
+            spans = (per_trace.store_spans(self.store, self.query, order, problems) if self.query is not None else
+                     per_trace.file_spans(self.files, order, problems))
+            if problems:  # the table read these lines otherwise: one pass words them (none seen)
+                return f"traces of another instrumentation read again with problems ({problems[0][:200]})"
+            traces = per_trace.analyse(spans, order)
+            traces.bytes_back = back
+            self.q(per_trace.DELETE)
+            return traces
+        finally:
+            self.drop([per_trace.ROUTED])
+
+    def _inputs(self, traces: per_trace.Traces) -> list[InputFigures]:
+        """Each input's reading: the table's spans (after the routed traces left it) and theirs."""
+        ranges = ([(str(f.path), f.first, f.last) for f in self.files] if self.query is None else
+                  [(self.source, 0, (1 << 64) - 1)])
+        out = []
+        for source, lo, hi in ranges:
+            counts, _ = self.table(f"SELECT segment, count() AS n, min(i) AS first FROM spans WHERE i BETWEEN {lo} AND "
+                                   f"{hi} GROUP BY segment ORDER BY segment")
+            reading = per_trace.reading(source, dict(zip(counts["segment"], counts["n"], strict=True)),
+                                        min(counts["first"], default=None), traces)
+            if reading.spans:
+                out.append(input_figures(reading))
+        return out
+
     def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
                 sample: int | None = None, summary_only: bool = False) -> Outcome:
-        reason = self.make_tree()
+        # a summary of inputs with foreign traces stays the per-span path's, in its bounded memory:
+        # their tasks would need the rows path (2x the summary's peak at 1M spans)
+        summarised = bool(sample or summary_only)
+        for reason, sql in coverage.checks() if summarised else coverage.input_checks():
+            if self.scalar(sql):
+                return Outcome(None, reason)
+        routed = None if summarised else self.route()
+        if isinstance(routed, str):
+            return Outcome(None, routed)
+        reason = self.make_tree(checks=())  # asked above (routed traces have left the table)
         if reason:
             return Outcome(None, reason)
         special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
-        if (sample or summary_only) and not special["task"]:
+        if summarised and not special["task"]:
             if summary.prepare(self) is None:
                 return self.summary(sources, inputs, problems, noted=bool(sample))
             self._remake_tree()  # the value tables dropped the charge the rows read
@@ -158,6 +213,11 @@ class Engine:
         made = analyses(tasks, steps, attempts, gens, pivot(segs), given)
         path, b6 = self.table(rows.path_spans())
         add_critical_paths({t: a.figures for t, a in zip(tasks["task"], made, strict=True) if t not in given}, path)
+        if routed is not None:  # their tasks in the report's order (start, then input order), partial ones last
+            keyed = [*zip(zip(tasks["start_ns"], tasks["task"], strict=True), made, strict=True), *routed.tasks]
+            made = [a for _, a in sorted(keyed, key=lambda x: x[0])] + routed.partial
+            problems = [*problems, *routed.problems, *([PARTIAL_NOTE.format(n=len(routed.partial))] if routed.partial else [])]
+            inputs = self._inputs(routed)
         fold = ReportFold(sample, keep_tasks=sample is None)
         for a in made:
             fold.add(a)
@@ -165,7 +225,9 @@ class Engine:
             problems = [*problems, SUMMARY_NOTE.format(tasks=fold.run.whole + fold.run.partial, n=sample)]
         report = fold.report(sources, problems)
         report.inputs = inputs
-        return Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6 + b7, per_span_tasks=len(given))
+        back = b1 + b2 + b3 + b4 + b5 + b6 + b7 + (routed.bytes_back if routed is not None else 0)
+        return Outcome(report, bytes_back=back, per_span_tasks=len(given),
+                       per_trace_spans=routed.spans if routed is not None else 0)
 
     def summary(self, sources: list[str], inputs: list[InputFigures], problems: list[str], *, noted: bool,
                 p: str = "x_") -> Outcome:

@@ -31,7 +31,7 @@ No torch import on this path.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from agenttrace import semconv as sc
@@ -168,14 +168,15 @@ def trace_pages(store: Store, q: ClickHouseQuery, budget: ReadBudget | None = No
         last = (int(rows[-1][0]), rows[-1][1])
 
 
-def read_traces(store: Store, q: ClickHouseQuery, problems: list[str], *,
-                clock: Clock | None = None) -> Iterator[list[SpanRecord]]:
+def read_traces(store: Store, q: ClickHouseQuery, problems: list[str], *, clock: Clock | None = None,
+                ids: Sequence[str] | None = None) -> Iterator[list[SpanRecord]]:
     """Batches of whole traces (checked as every reader's are), within `q.limits` (the deadline
     timed by `clock`, default the real one). A row that cannot be read is a problem naming its
     trace and span, and the rest is read; a bound of the read that stops it is a problem saying
     what was cut, which option raises it and what the report covers (no exception); a trace over
     one answer's bound is a problem naming it, and the rest is read. Raises ClickHouseError for
-    a store that fails (unreachable, another schema)."""
+    a store that fails (unreachable, another schema). `ids`: these traces, in this order, rather
+    than those the filters pick (the columnar engine's traces it does not state, columnar/per_trace)."""
     check_table(store, q.table)
     budget = ReadBudget(q.limits, clock)
     read = _Read(store, q, budget)
@@ -184,10 +185,11 @@ def read_traces(store: Store, q: ClickHouseQuery, problems: list[str], *,
     too_large = 0  # the most traces a page asked for whose answer was over the bound
     done = 0
     try:
-        for ids in trace_pages(store, q, budget):
+        pages = trace_pages(store, q, budget) if ids is None else [list(ids)]
+        for page in pages:
             i = 0
-            while i < len(ids):
-                part = ids[i:i + size]
+            while i < len(page):
+                part = page[i:i + size]
                 answer = read.ask(sql, {"ids": part})
                 if answer.too_large and len(part) > 1:
                     too_large, size = max(too_large, len(part)), len(part) // 2  # the same traces, fewer a page

@@ -35,7 +35,7 @@ from agenttrace.traces.otlp_fast import decode_request
 from agenttrace.traces.otlp_json import is_otlp_request, spans_from_request
 from agenttrace.traces.span_records import SpanRecord, break_cycles, checked
 
-__all__ = ["Batch", "LAG_LINES", "no_gc", "parse_line", "stream_traces"]
+__all__ = ["Batch", "LAG_LINES", "file_lines", "line_spans", "no_gc", "parse_line", "stream_traces"]
 
 LAG_LINES = 16  # lines a finished trace waits for late spans (our exporter writes 512 spans a line)
 BATCH_SPANS = 20_000  # spans per batch handed on: few enough to stay small, many enough to amortise
@@ -123,7 +123,8 @@ class _Streamer:
         return out
 
 
-def _file_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def file_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, text) of each non-blank line: the lines a report reads, in order."""
     with path.open("rb") as f:
         for n, line in enumerate(f, 1):
             if line.strip():
@@ -133,7 +134,7 @@ def _file_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 def _is_lines(path: Path) -> bool:
     """Whether the file is JSON lines (its first line a whole document), not one pretty-printed
     document (read whole by `traces.load`)."""
-    for _, line in _file_lines(path):
+    for _, line in file_lines(path):
         try:
             parse_line(line)
             return True
@@ -158,11 +159,11 @@ def stream_traces(paths: Iterable[str | os.PathLike[str]], problems: list[str], 
             st.line += 1
             st.take(spans)
             continue
-        for n, line in _file_lines(path):
+        for n, line in file_lines(path):
             st.line += 1
             where = f"{path}:{n}"
             try:
-                read = _line_spans(line, where, problems)
+                read = line_spans(line, where, problems)
             except JSONError as exc:
                 problems.append(f"{where}: {exc}; line skipped")
                 continue
@@ -186,7 +187,7 @@ def stream_traces(paths: Iterable[str | os.PathLike[str]], problems: list[str], 
         yield out
 
 
-def _line_spans(line: bytes, where: str, problems: list[str]) -> list[SpanRecord]:
+def line_spans(line: bytes, where: str, problems: list[str]) -> list[SpanRecord]:
     """The spans of one line: through the typed decoder when the line has its shape, else parsed
     and read as `traces.load` reads it (all of a line, or none)."""
     if not _surrogate_escapes(line):

@@ -1,0 +1,101 @@
+"""Inputs that mix our traces with other instrumentations' (columnar/per_trace.py): the foreign
+traces are reported by the per-span code one trace at a time, the rest by the queries, and the
+report is the per-span path's, byte for byte, from files and from a store."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("chdb")
+
+from agenttrace.cli import main
+from agenttrace.columnar.engine import report_files, report_store
+from agenttrace.report.build import report_clickhouse, report_streamed
+from agenttrace.traces.clickhouse import ClickHouseQuery
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "traces" / "samples"
+FRAMEWORKS = ROOT / "traces" / "frameworks"
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> Path:
+    """Our samples beside every framework's trace (OpenInference, OpenLLMetry, GenAI, ADK, ...)."""
+    folder = tmp_path_factory.mktemp("mixed")
+    for f in [*SAMPLES.glob("*.jsonl"), *FRAMEWORKS.glob("*.jsonl")]:
+        shutil.copy(f, folder / f.name)
+    return folder
+
+
+def _inputs(report) -> dict[str, list[str]]:
+    return {i.source: [c.name for c in i.conventions] for i in report.inputs}
+
+
+def test_a_folder_of_ours_and_other_instrumentations_traces_gives_the_per_span_report(mixed):
+    outcome = report_files([mixed], threads=2)
+    assert outcome.reason is None
+    ref = report_streamed([str(mixed)])
+    assert outcome.report.model_dump_json() == ref.model_dump_json()
+    # the foreign traces went through the per-span code, ours through the queries
+    foreign = sum(i.spans for i in ref.inputs if not i.source.startswith(str(mixed / "demo-")))
+    assert outcome.per_trace_spans == foreign > 0
+    assert any(i.inferred for i in ref.inputs) and any(i.left_out for i in ref.inputs)
+    # a summary stays the per-span path's (its bounded memory), saying why
+    for kwargs in ({"summary_only": True}, {"sample": 100}):
+        assert "another instrumentation" in report_files([mixed], **kwargs).reason
+
+
+@pytest.mark.parametrize("ours_first", [True, False])
+def test_one_file_holding_both_lists_conventions_in_the_order_they_come(tmp_path, ours_first):
+    # ADK's trace has conventions and left-out spans of three kinds: with our spans before or after
+    # them in the file, the input's conventions and left-out lists keep the per-span path's order
+    parts = [(SAMPLES / "demo-speculative.jsonl").read_text(),
+             (FRAMEWORKS / "google-adk-openinference-legacy.jsonl").read_text()]
+    path = tmp_path / "both.jsonl"
+    path.write_text("".join(p if p.endswith("\n") else p + "\n" for p in (parts if ours_first else parts[::-1])))
+    outcome = report_files([path], threads=1)
+    ref = report_streamed([str(path)])
+    assert outcome.report.model_dump_json() == ref.model_dump_json()
+    assert _inputs(ref)[str(path)][0] == ("agenttrace" if ours_first else "OpenInference")
+
+
+def test_a_store_of_ours_and_other_instrumentations_traces_gives_the_per_span_report(mixed, tmp_path, capsys):
+    url = f"chdb:{tmp_path / 'ch'}"
+    assert main(["export", str(mixed), "--clickhouse", url]) == 0
+    capsys.readouterr()
+    query = ClickHouseQuery(url)
+    outcome = report_store(query, threads=1)
+    assert outcome.reason is None and outcome.per_trace_spans > 0
+    assert outcome.report.model_dump_json() == report_clickhouse(query).model_dump_json()
+    assert main(["report", "--clickhouse", url, "--format", "json", "--engine", "columnar"]) == 0
+    out = capsys.readouterr()
+    assert out.err == "" and json.loads(out.out) == json.loads(report_clickhouse(query).model_dump_json())
+
+
+def test_every_trace_foreign_still_goes_to_the_per_span_path_whole(tmp_path):
+    # nothing for the queries to do: one pass of the per-span reader costs less than two
+    folder = tmp_path / "foreign"
+    folder.mkdir()
+    for f in list(FRAMEWORKS.glob("*openinference*.jsonl"))[:3]:
+        shutil.copy(f, folder / f.name)
+    outcome = report_files([folder], threads=1)
+    assert outcome.report is None and "another instrumentation" in outcome.reason
+
+
+def test_problems_in_a_foreign_trace_are_worded_with_their_source_line(tmp_path):
+    # a span of a foreign trace naming a parent that is not in the input: the per-span code words
+    # it, naming the file and line (read again from there), and the rest still comes from the queries
+    lines = (FRAMEWORKS / "langgraph-create_agent-openinference.jsonl").read_text().splitlines()
+    doc = json.loads(lines[0])
+    span = next(s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"] if s.get("parentSpanId"))
+    span["parentSpanId"] = "f" * 16
+    path = tmp_path / "orphan.jsonl"
+    path.write_text((SAMPLES / "demo-baseline.jsonl").read_text() + "\n".join([json.dumps(doc), *lines[1:]]) + "\n")
+    outcome = report_files([path], threads=1)
+    ref = report_streamed([str(path)])
+    assert outcome.reason is None and any(f"{path}:" in p for p in ref.problems)
+    assert outcome.report.model_dump_json() == ref.model_dump_json()
