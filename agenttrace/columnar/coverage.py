@@ -17,6 +17,29 @@ from agenttrace import semconv as sc
 _FOREIGN_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "pydantic_ai.", "gcp.vertex.agent.")
 
 
+def _quoted(values) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+def recognisable(s: str = "") -> str:
+    """SQL over a span of `spans` (`s`: its alias and a dot) with no agenttrace.segment: true where
+    a convention of traces/conventions may recognise it (a superset of what `classify` does: every
+    key, name and scope a convention tests first). False: none does, so the span is left out as
+    of no known convention, its time other, and its trace stays with the queries."""
+    from agenttrace.traces.conventions import google_adk, openllmetry, pydantic_ai
+
+    keys = (sc.PAI_LOGFIRE_MSG, *sc.CLIENT_CALL_KEYS)
+    prefixes = " OR ".join(f"startsWith(k, '{x}')" for x in _FOREIGN_PREFIXES)
+    scopes = (google_adk.SCOPE, google_adk.OI_SCOPE, pydantic_ai.SCOPE)
+    return (f"(arrayExists(k -> {prefixes} OR k IN ({_quoted(keys)}), mapKeys({s}attrs)) "
+            f"OR {s}name IN ({_quoted((sc.VLLM_SPAN_NAME, *pydantic_ai.NAMES))}) "
+            f"OR {s}scope IN ({_quoted(scopes)}) OR endsWith({s}scope, '{openllmetry.SCOPE_SUFFIX}'))")
+
+
+# A span the conventions may map: its trace goes to the per-span code (per_trace.py).
+FOREIGN = f"segment = '' AND {recognisable()}"
+
+
 def checks() -> list[tuple[str, str]]:
     """What sends a whole input to the per-span path, asked of the span table before the tree is
     built: `input_checks`, then `trace_checks` (where the report's traces are not routed one at a
@@ -35,15 +58,11 @@ def input_checks() -> list[tuple[str, str]]:
 
 
 def trace_checks() -> list[tuple[str, str]]:
-    """What the queries do not state of a trace (the foreign conventions and structure rules):
+    """What the queries do not state of a trace (the foreign conventions and structure rules; a
+    span of no known convention they do state: its time is other, the input lists it left out):
     such a trace is reported by the per-span code, one trace at a time (per_trace.py); the whole
     input goes to the per-span path where every trace has it."""
-    foreign = " OR ".join(f"startsWith(k, '{x}')" for x in _FOREIGN_PREFIXES)
-    return [
-        ("spans of another instrumentation (no agenttrace.segment)",
-         f"SELECT count() FROM spans WHERE segment = '' AND arrayExists(k -> {foreign}, mapKeys(attrs))"),
-        ("spans with no agenttrace.segment", "SELECT count() FROM spans WHERE segment = ''"),
-    ]
+    return [("spans of another instrumentation (no agenttrace.segment)", f"SELECT count() FROM spans WHERE {FOREIGN}")]
 
 
 def tree_checks(p: str = "x_") -> list[tuple[str, str]]:

@@ -1,8 +1,9 @@
 """Where the queries run, and the report they make: ClickHouse's engine in this process (chdb)
 over trace files, or a ClickHouse store where its spans are (a server, or a chdb folder): the same
 statements, in the store's session, as temporary tables; only the rows of figures come back.
-Returns None (with the reason) when the input needs what the queries do not cover
-(coverage.py), so the caller reports it the per-span way.
+Traces of another instrumentation are reported one at a time by the per-span code beside them
+(per_trace.py). Returns None (with the reason) when the input needs what the queries do not
+cover (coverage.py), so the caller reports it the per-span way.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrace.columnar import batches, coverage, load, per_trace, rows, summary, tree
+from agenttrace.columnar import batches, coverage, load, per_trace, readings, rows, summary, tree
 from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot
 from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import PARTIAL_NOTE, SUMMARY_NOTE
-from agenttrace.report.inputs import ConventionFigures, InputFigures, input_figures
+from agenttrace.report.inputs import InputFigures, input_figures
 from agenttrace.report.model import Report
 from agenttrace.report.runs import ReportFold
 from agenttrace.traces.load import iter_trace_files
@@ -34,6 +35,9 @@ class Outcome:
     bytes_back: int = 0  # bytes of the rows that came back to Python
     per_span_tasks: int = 0  # tasks whose figures the per-span code made (coverage.per_span_tasks)
     per_trace_spans: int = 0  # spans of the traces the per-span code reported (per_trace.py)
+
+
+_LAST = (1 << 64) - 1  # the highest input order
 
 
 def _sql_string(text: str) -> str:
@@ -79,16 +83,25 @@ class Engine:
         values = next(iter(self.table(sql)[0].values()))
         return int(values[0] or 0) if values else 0
 
-    def _counts(self, first: int, source: str) -> tuple[InputFigures, int]:
-        """What one input held, by segment (report.inputs), from its spans in the table; and the
-        highest input order among them (`first` - 1 when none)."""
-        counts, _ = self.table(f"SELECT segment, count() AS n, max(i) AS top FROM spans WHERE i >= {first} "
-                               "GROUP BY segment ORDER BY segment")
-        segments = dict(zip(counts["segment"], counts["n"], strict=True))
-        n = sum(segments.values())
-        return InputFigures(source=source, spans=n, conventions=[
-            ConventionFigures(name="agenttrace", spans=n, segments=segments)] if n else []), max(
-            counts["top"], default=first - 1)
+    def _part(self, lo: int, hi: int, keyed: bool = False) -> tuple[readings.Part, int]:
+        """What the table holds of the input whose spans' input orders run lo..hi (readings.py;
+        `keyed`: with its first span of ours' key); and the highest input order among them (lo - 1
+        when none)."""
+        counts, _ = self.table(readings.counts_sql(lo, hi))
+        part, top = readings.Part(), lo - 1
+        for segment, n, t in zip(counts["segment"], counts["n"], counts["top"], strict=True):
+            top = max(top, t)
+            if segment:
+                part.segments[segment] = n
+            else:
+                part.unknown = n
+        if part.unknown:
+            names, _ = self.table(readings.names_sql(lo, hi))
+            part.names = [(n, (a, b)) for n, a, b in zip(names["name"], names["k0"], names["k1"], strict=True)]
+        if keyed and part.segments:
+            first, _ = self.table(readings.first_sql(lo, hi))
+            part.first = (first["k0"][0], first["k1"][0])
+        return part, top
 
     def load_files(self, files: list[Path]) -> list[InputFigures]:
         """Each file's spans into `spans` (a new table), in input order above every span loaded
@@ -103,7 +116,8 @@ class Engine:
                 raise ColumnarError(f"{f}: {odd} line(s) the per-span reader reads otherwise (not OTLP/JSON requests, "
                                     "or values that are not of their JSON type)")
             self.q(load.file_insert(path, self.next_i))
-            seen, top = self._counts(self.next_i, str(f))
+            part, top = self._part(self.next_i, _LAST)
+            seen = input_figures(readings.reading(str(f), part))
             if seen.spans:  # the per-span path lists an input only when it gave spans
                 out.append(seen)
             self.files.append(per_trace.FileRange(f, self.next_i, top))
@@ -123,7 +137,7 @@ class Engine:
         where, params = filters(query)
         self.q(load.store_insert(query.table, where), params)
         self.query, self.source = query, f"{self.store.name} {query.table}"  # the store's name: no password
-        seen, _ = self._counts(0, self.source)
+        seen = input_figures(readings.reading(self.source, self._part(0, _LAST)[0]))
         return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked
 
     def make_tree(self, checks: Sequence[tuple[str, str]] | None = None) -> str | None:
@@ -149,7 +163,7 @@ class Engine:
         read again from the files or the store, and dropped from the table (per_trace.py); None
         when there are none; the reason the whole input goes to the per-span path when every trace
         is one, or when reading them again words a problem."""
-        if not self.scalar("SELECT count() FROM spans WHERE segment = ''"):
+        if not self.scalar(f"SELECT count() FROM spans WHERE {coverage.FOREIGN}"):
             return None
         self.q(per_trace.MAKE_ROUTED)
         try:
@@ -172,13 +186,11 @@ class Engine:
     def _inputs(self, traces: per_trace.Traces) -> list[InputFigures]:
         """Each input's reading: the table's spans (after the routed traces left it) and theirs."""
         ranges = ([(str(f.path), f.first, f.last) for f in self.files] if self.query is None else
-                  [(self.source, 0, (1 << 64) - 1)])
+                  [(self.source, 0, _LAST)])
         out = []
         for source, lo, hi in ranges:
-            counts, _ = self.table(f"SELECT segment, count() AS n, min(i) AS first FROM spans WHERE i BETWEEN {lo} AND "
-                                   f"{hi} GROUP BY segment ORDER BY segment")
-            reading = per_trace.reading(source, dict(zip(counts["segment"], counts["n"], strict=True)),
-                                        min(counts["first"], default=None), traces)
+            part, _ = self._part(lo, hi, keyed=True)
+            reading = readings.reading(source, part, traces.readings.get(source), traces.seen.get(source))
             if reading.spans:
                 out.append(input_figures(reading))
         return out

@@ -7,7 +7,7 @@ table where it is (a ClickHouse server or a chdb folder: the mapping runs there)
     h, ph    UInt64   cityHash64 of (trace, span) and (trace, parent): the tree joins on integers
     trace_id, span_id, name, kind ('PRODUCER', 'CONSUMER', 'SERVER' or 'OTHER'), status
     start_ns, end_ns  Int64
-    run_label, run_id (resource), segment (agenttrace.segment, '' when absent)
+    run_label, run_id (resource), segment (agenttrace.segment, '' when absent), scope (its name)
     attrs    Map(String, String)  every attribute, its value as text behind a one-letter type:
              s text, i integer, d double, b1 / b0 boolean, a array (its text kept only for ARRAYS)
     rounds   Array(Tuple(drafted, accepted, draft_s, verify_s, k, tree_depth)): the span's
@@ -32,7 +32,7 @@ _SPAN = (f"Tuple(traceId String, spanId String, parentSpanId String, name String
          "status Tuple(code Nullable(String)))")
 # One OTLP/JSON ExportTraceServiceRequest per line (the exporter's file format).
 FILE_SCHEMA = (f"resourceSpans Array(Tuple(resource Tuple(attributes {_KV}), "
-               f"scopeSpans Array(Tuple(spans Array({_SPAN})))))")
+               f"scopeSpans Array(Tuple(scope Tuple(name String), spans Array({_SPAN})))))")
 
 
 # The arrays a figure reads (the roofline's phases, acceptance by position): their text is kept
@@ -89,7 +89,7 @@ TABLE = """CREATE TEMPORARY TABLE spans (
   i UInt64, h UInt64, ph UInt64, trace_id String, span_id String, name LowCardinality(String),
   kind LowCardinality(String), status LowCardinality(String), start_ns Int64, end_ns Int64,
   run_label LowCardinality(String), run_id LowCardinality(String), segment LowCardinality(String),
-  attrs Map(LowCardinality(String), String),
+  scope LowCardinality(String), attrs Map(LowCardinality(String), String),
   rounds Array(Tuple(Int64, Int64, Float64, Float64, Int64, Int64)), odd Bool
 ) ENGINE = Memory"""
 
@@ -193,7 +193,7 @@ def file_insert(path_sql: str, first: int) -> str:
   ifNull({_resource('rs.resource.attributes', sc.RUN_LABEL)}, '') AS run_label,
   ifNull({_resource('rs.resource.attributes', sc.RUN_ID)}, '') AS run_id,
   ifNull(arrayFirst(a -> a.key = '{sc.SEGMENT}', sp.attributes).value.stringValue, '') AS segment,
-  {_typed('sp.attributes')} AS attrs,
+  ss.scope.name AS scope, {_typed('sp.attributes')} AS attrs,
   {_rounds(f'arrayMap(e -> e.name, {ev})', f"arrayMap(e -> {_typed('e.attributes')}, {ev})")} AS rounds,
   {_file_odd()} AS odd
 FROM (
@@ -279,7 +279,7 @@ def store_insert(table: str, where: str) -> str:
   {_KIND.format(k='o.SpanKind')} AS kind, {_STATUS.format(c='o.StatusCode')} AS status,
   toUnixTimestamp64Nano(o.Timestamp) AS start_ns, start_ns + toInt64(o.Duration) AS end_ns,
   o.ResourceAttributes['{sc.RUN_LABEL}'] AS run_label, o.ResourceAttributes['{sc.RUN_ID}'] AS run_id,
-  o.SpanAttributes['{sc.SEGMENT}'] AS segment,
+  o.SpanAttributes['{sc.SEGMENT}'] AS segment, o.ScopeName AS scope,
   {_store_typed(attribute_filter('o.SpanAttributes'))} AS attrs, {_store_rounds()} AS rounds, {_store_odd()} AS odd
 FROM {table} AS o
 JOIN (SELECT TraceId, min(Timestamp) AS t0 FROM {table}{where} GROUP BY TraceId) AS p ON p.TraceId = o.TraceId"""

@@ -1,8 +1,9 @@
 """Traces the queries do not state, reported one trace at a time by the per-span code, beside the
 queries' figures for every other trace of the same input.
 
-A trace with spans that carry no `agenttrace.segment` (another instrumentation's, or a user's own
-spans around ours) needs SPANS.md's foreign conventions and structure rules (traces/normalise.py:
+A trace with spans another instrumentation's conventions may map (coverage.recognisable: no
+`agenttrace.segment`, and a key, name or scope a convention knows) needs SPANS.md's foreign
+conventions and structure rules (traces/normalise.py:
 tasks, steps and attempts inferred from the members' time order, remote generations split, a
 foreign agent inside our step made a delegation). Those rules walk a trace's spans in order and
 rewrite its tree; they are not said in SQL here. Such traces are read again where the table was
@@ -10,28 +11,24 @@ loaded from (the file lines that hold them, or the store's rows of those trace i
 keeps everything it had and its source line, and go through the per-span report's own code
 (normalise, SpanTree, task_figures); the engine drops them from its table and computes the rest.
 Their tasks join the queries' in the report's order (start, then input order); each input's
-reading (conventions, spans per segment, what was left out) is the two parts' sum.
+reading (conventions, spans per segment, what was left out) is the two parts' sum (readings.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agenttrace.columnar.coverage import FOREIGN
 from agenttrace.columnar.load import LINE_STRIDE
+from agenttrace.columnar.readings import Seen, first_seen
 from agenttrace.report.figures import TaskAnalysis, agent_roots, orphan_steps, partial_task, task_figures
 from agenttrace.report.span_tree import SpanTree
 from agenttrace.traces import Reading, normalise
-from agenttrace.traces.conventions import AGENTTRACE, classify
-from agenttrace.traces.normalise import ConventionSeen, input_of
 from agenttrace.traces.span_records import SpanRecord, break_cycles, checked
 
 ROUTED = "routed"  # the temporary table of the routed traces' ids
-MAKE_ROUTED = (f"CREATE TEMPORARY TABLE {ROUTED} ENGINE = Memory AS "
-               "SELECT DISTINCT trace_id FROM spans WHERE segment = ''")
+MAKE_ROUTED = f"CREATE TEMPORARY TABLE {ROUTED} ENGINE = Memory AS SELECT DISTINCT trace_id FROM spans WHERE {FOREIGN}"
 ORDER = f"SELECT trace_id, span_id, i FROM spans WHERE trace_id IN (SELECT trace_id FROM {ROUTED})"
 REST = f"SELECT count() FROM spans WHERE trace_id NOT IN (SELECT trace_id FROM {ROUTED})"
 DELETE = f"ALTER TABLE spans DELETE WHERE trace_id IN (SELECT trace_id FROM {ROUTED}) SETTINGS mutations_sync = 2"
@@ -56,7 +53,7 @@ class Traces:
     tasks: list[tuple[tuple[int, int], TaskAnalysis]] = field(default_factory=list)
     partial: list[TaskAnalysis] = field(default_factory=list)
     readings: dict[str, Reading] = field(default_factory=dict)
-    firsts: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # input -> convention -> first span's key
+    seen: dict[str, Seen] = field(default_factory=dict)  # per input: where each convention and left-out kind came first
     problems: list[str] = field(default_factory=list)
     spans: int = 0
     bytes_back: int = 0  # the engine's rows that named them (their spans come from the files or the store)
@@ -99,28 +96,10 @@ def store_spans(store, query, order: Order, problems: list[str]) -> list[SpanRec
     return [s for batch in read_traces(store, query, problems, ids=ids) for s in batch]
 
 
-def _first_seen(spans: Iterable[SpanRecord], order: Order) -> dict[str, dict[str, tuple[int, int]]]:
-    """Per input, each convention's first span, keyed (its trace's first input order, its own):
-    where the queries' spans (ours) stand among the conventions the per-span code lists in the
-    order it first saw them, trace by trace."""
-    starts: dict[str, int] = {}
-    for (t, _), i in order.items():
-        starts[t] = min(i, starts.get(t, i))
-    firsts: dict[str, dict[str, tuple[int, int]]] = {}
-    for s in spans:
-        seen = firsts.setdefault(input_of(s), {})
-        role = None if s.segment is not None else classify(s)
-        name = AGENTTRACE if s.segment is not None else role.convention if role is not None else None
-        if name is not None and name not in seen:
-            i = order.get((s.trace_id, s.span_id), 0)
-            seen[name] = (starts.get(s.trace_id, i), i)
-    return firsts
-
-
 def analyse(spans: list[SpanRecord], order: Order) -> Traces:
     """The per-span code's figures of the routed traces (report/build.py's steps), each task keyed
     for the report's order."""
-    out = Traces(firsts=_first_seen(spans, order), spans=len(spans))
+    out = Traces(seen=first_seen(spans, order), spans=len(spans))
     normalised = normalise(spans)
     tree = SpanTree(normalised.spans)
     out.problems = normalised.problems + tree.problems
@@ -131,23 +110,3 @@ def analyse(spans: list[SpanRecord], order: Order) -> Traces:
     out.partial = [partial_task(tree, steps) for steps in orphan_steps(tree)]
     out.readings = {r.source: r for r in normalised.readings}
     return out
-
-
-def reading(source: str, segments: dict[str, int], first: int | None, traces: Traces) -> Reading:
-    """One input's reading: the queries' spans (`segments`, ours, the first at input order
-    `first`: the first of their traces starts there) and the routed traces' (`traces`),
-    conventions in the order the per-span path first sees them, trace by trace."""
-    theirs = traces.readings.get(source)
-    n = sum(segments.values())
-    if theirs is None:
-        return Reading(source, n, {AGENTTRACE: ConventionSeen(AGENTTRACE, n, Counter(segments))} if n else {})
-    if not n:
-        return theirs
-    firsts = dict(traces.firsts.get(source, {}))
-    conventions = dict(theirs.conventions)
-    had = conventions.get(AGENTTRACE)
-    conventions[AGENTTRACE] = ConventionSeen(AGENTTRACE, n + (had.spans if had else 0),
-                                             Counter(segments) + (had.segments if had else Counter()))
-    firsts[AGENTTRACE] = min(x for x in ((first, first), firsts.get(AGENTTRACE)) if x is not None)
-    ordered = sorted(conventions, key=lambda name: firsts.get(name, (0, 0)))
-    return dataclasses.replace(theirs, spans=theirs.spans + n, conventions={k: conventions[k] for k in ordered})

@@ -35,7 +35,7 @@ from agenttrace.traces.otlp_fast import decode_request
 from agenttrace.traces.otlp_json import is_otlp_request, spans_from_request
 from agenttrace.traces.span_records import SpanRecord, break_cycles, checked
 
-__all__ = ["Batch", "LAG_LINES", "file_lines", "line_spans", "no_gc", "parse_line", "stream_traces"]
+__all__ = ["LAG_LINES", "Batch", "file_lines", "line_spans", "no_gc", "parse_line", "stream_traces"]
 
 LAG_LINES = 16  # lines a finished trace waits for late spans (our exporter writes 512 spans a line)
 BATCH_SPANS = 20_000  # spans per batch handed on: few enough to stay small, many enough to amortise

@@ -99,3 +99,62 @@ def test_problems_in_a_foreign_trace_are_worded_with_their_source_line(tmp_path)
     ref = report_streamed([str(path)])
     assert outcome.reason is None and any(f"{path}:" in p for p in ref.problems)
     assert outcome.report.model_dump_json() == ref.model_dump_json()
+
+
+def test_what_a_convention_may_map_is_found_by_the_query_for_every_framework_span():
+    # coverage.recognisable is a superset of the conventions' own test (classify): a span it calls
+    # unknown stays with the queries as "no known convention", so it must never be one they map
+    from agenttrace.columnar.coverage import recognisable
+    from agenttrace.columnar.engine import Engine
+    from agenttrace.columnar.load import TABLE, file_insert
+    from agenttrace.traces.conventions import classify
+    from agenttrace.traces.load import load_spans
+
+    files = sorted(FRAMEWORKS.glob("*.jsonl"))
+    engine = Engine(threads=1)
+    engine.q(TABLE)
+    for n, f in enumerate(files):
+        engine.q(file_insert(f"'{f}'", n << 48))
+    rows, _ = engine.table(f"SELECT trace_id, span_id, {recognisable()} AS maybe FROM spans WHERE segment = ''")
+    maybe = {(t, s): bool(m) for t, s, m in zip(rows["trace_id"], rows["span_id"], rows["maybe"], strict=True)}
+    spans = [s for s in load_spans(files).spans if s.segment is None]
+    assert len(spans) == len(maybe) > 900
+    recognised = [s for s in spans if classify(s) is not None]
+    assert recognised and all(maybe[(s.trace_id, s.span_id)] for s in recognised)
+
+
+def _with_spans_of_our_own(path: Path) -> Path:
+    """The demo's trace with spans a user added around ours (no segment, no convention's marks)."""
+    import random
+
+    rng = random.Random(1)
+    lines = []
+    for line in (SAMPLES / "demo-speculative.jsonl").read_text().splitlines():
+        doc = json.loads(line)
+        for ss in (ss for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]):
+            extra = []
+            for s in ss["spans"]:
+                if rng.random() < 0.4:
+                    start, end = int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"])
+                    extra.append({"traceId": s["traceId"], "spanId": f"{rng.getrandbits(64):016x}", "parentSpanId": s["spanId"],
+                                  "name": rng.choice(["load_config", "db lookup", "cache.get"]), "kind": 1,
+                                  "startTimeUnixNano": str(start + (end - start) // 4),
+                                  "endTimeUnixNano": str(start + (end - start) // 2), "attributes": []})
+            ss["spans"] += extra
+        lines.append(json.dumps(doc))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_spans_of_no_known_convention_stay_with_the_queries_summary_and_all(tmp_path):
+    path = _with_spans_of_our_own(tmp_path / "own.jsonl")
+    outcome = report_files([path], threads=1)
+    ref = report_streamed([str(path)])
+    left = ref.inputs[0].left_out
+    assert left and left[0].convention is None and left[0].spans > 5
+    assert outcome.reason is None and outcome.per_trace_spans == 0
+    assert outcome.report.model_dump_json() == ref.model_dump_json()
+    # and the summary is made in the engine, its inputs listing them too
+    summary = report_files([path], threads=1, sample=100).report
+    assert "made in the engine" in summary.problems[-1] and summary.inputs == ref.inputs
+    assert summary.run == ref.run

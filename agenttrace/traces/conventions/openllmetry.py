@@ -17,6 +17,7 @@ _LEFT_OUT = {"task": "task: a grouping span; its children are mapped, its own ti
 _LLM_MARKS = (sc.TL_LLM_REQUEST_TYPE, sc.TL_GEN_AI_IS_STREAMING, sc.TL_LLM_IS_STREAMING, sc.TL_OPENAI_API_BASE,
               sc.TL_LLM_USAGE_TOTAL_TOKENS)
 _LLM_OPS = {"chat", "completion", "completions", "messages", "generate_content", "text_completion"}
+SCOPE_SUFFIX = ".v1"  # its instrumentations' scopes (`opentelemetry.instrumentation.openai.v1`)
 
 
 def _is_llm_span(span: SpanRecord) -> bool:
@@ -24,7 +25,7 @@ def _is_llm_span(span: SpanRecord) -> bool:
     if any(k in a for k in _LLM_MARKS):
         return True
     vendor, _, op = span.name.partition(".")
-    return bool(vendor) and op in _LLM_OPS and span.scope.endswith(".v1")
+    return bool(vendor) and op in _LLM_OPS and span.scope.endswith(SCOPE_SUFFIX)
 
 
 def role(span: SpanRecord) -> SpanRole | None:

@@ -13,15 +13,17 @@ from agenttrace.traces.conventions.genai import agent_attributes, generation_att
 from agenttrace.traces.span_records import SpanRecord
 
 NAME = "pydantic-ai"
-_SCOPE = "pydantic-ai"
+SCOPE = "pydantic-ai"
 _OLD_NAMES = {"agent run": sc.Segment.AGENT, "running tool": sc.Segment.TOOL}
+GROUPING = "running tools"
+NAMES = (*_OLD_NAMES, GROUPING)  # the span names versions 1-2 wrote: the convention's without a key
 
 
 def _is_pydantic_ai(span: SpanRecord) -> bool:
-    if span.scope == _SCOPE:
+    if span.scope == SCOPE:
         return True
     a = span.attributes
-    return span.name in _OLD_NAMES or span.name == "running tools" or (sc.PAI_LOGFIRE_MSG in a and (
+    return span.name in NAMES or (sc.PAI_LOGFIRE_MSG in a and (
         sc.PAI_AGENT_NAME in a or any(k.startswith(sc.PAI_NAMESPACE) for k in a)))
 
 
@@ -42,6 +44,6 @@ def role(span: SpanRecord) -> SpanRole | None:
         if a.get(sc.PAI_TOOL_FAILURE_STAGE) == "validation" or a.get(sc.PAI_TOOL_RETRY_CAUSE) == "validation_error":
             attrs[sc.ERROR_TYPE] = sc.AttemptOutcome.VALIDATION_ERROR.value
         return SpanRole(NAME, sc.Segment.TOOL, attributes=attrs)
-    if span.name == "running tools":
+    if span.name == GROUPING:
         return SpanRole(NAME, None, "running tools: a grouping span; its tool calls are mapped, its own time counts as other")
     return SpanRole(NAME, None, f"pydantic-ai span {span.name!r} with no segment (its time counts as other)")
