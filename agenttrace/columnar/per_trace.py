@@ -22,6 +22,7 @@ from pathlib import Path
 from agenttrace.columnar.coverage import FOREIGN
 from agenttrace.columnar.load import LINE_STRIDE
 from agenttrace.columnar.readings import Seen, first_seen
+from agenttrace.errors import JSONError
 from agenttrace.report.figures import TaskAnalysis, agent_roots, orphan_steps, partial_task, task_figures
 from agenttrace.report.span_tree import SpanTree
 from agenttrace.traces import Reading, normalise
@@ -78,7 +79,11 @@ def file_spans(files: list[FileRange], order: Order, problems: list[str]) -> lis
             continue
         for k, (n, line) in enumerate(file_lines(f.path)):
             if k in wanted:
-                read = checked(line_spans(line, f"{f.path}:{n}", problems), problems)
+                try:
+                    read = checked(line_spans(line, f"{f.path}:{n}", problems), problems)
+                except (JSONError, TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+                    problems.append(f"{f.path}:{n}: {type(exc).__name__}: {str(exc)[:200]}")  # (the table read it)
+                    continue
                 out += [s for s in read if s.trace_id in traces]
     rank: dict[str, int] = {}
     for s in out:
