@@ -16,12 +16,13 @@ reading (conventions, spans per segment, what was left out) is the two parts' su
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agenttrace.columnar.coverage import FOREIGN
 from agenttrace.columnar.load import LINE_STRIDE
-from agenttrace.columnar.readings import Seen, first_seen
+from agenttrace.columnar.readings import Seen, first_seen, trace_starts
 from agenttrace.errors import JSONError
 from agenttrace.report.figures import TaskAnalysis, agent_roots, orphan_steps, partial_task, task_figures
 from agenttrace.report.span_tree import SpanTree
@@ -72,9 +73,14 @@ def file_spans(files: list[FileRange], order: Order, problems: list[str]) -> lis
     from agenttrace.traces.stream import file_lines, line_spans
 
     traces = {t for t, _ in order}
+    firsts = [f.first for f in files]  # ascending: each file's spans follow the last one's
+    lines: dict[int, set[int]] = {}
+    for i in order.values():
+        n = bisect_right(firsts, i) - 1
+        lines.setdefault(n, set()).add((i - files[n].first) // LINE_STRIDE)
     out: list[SpanRecord] = []
-    for f in files:
-        wanted = {(i - f.first) // LINE_STRIDE for i in order.values() if f.first <= i <= f.last}
+    for n, f in enumerate(files):
+        wanted = lines.get(n)
         if not wanted:
             continue
         for k, (n, line) in enumerate(file_lines(f.path)):
@@ -97,7 +103,8 @@ def store_spans(store, query, order: Order, problems: list[str]) -> list[SpanRec
     """The routed traces' spans, read again from the store by their ids (traces/clickhouse_read)."""
     from agenttrace.traces.clickhouse_read import read_traces
 
-    ids = sorted({t for t, _ in order}, key=lambda t: min(i for (tt, _), i in order.items() if tt == t))
+    starts = trace_starts(order)
+    ids = sorted(starts, key=starts.__getitem__)
     return [s for batch in read_traces(store, query, problems, ids=ids) for s in batch]
 
 

@@ -71,12 +71,18 @@ def names_sql(lo: int, hi: int) -> str:
             f"s.{unknown} GROUP BY s.name) ORDER BY k LIMIT {MAX_NAMES}")
 
 
-def first_seen(spans: Iterable[SpanRecord], order: dict[tuple[str, str], int]) -> dict[str, Seen]:
-    """Per input, where the per-span code first meets each convention and left-out entry among
-    `spans` (in the order it reads them), as normalise's mapping classifies them."""
+def trace_starts(order: dict[tuple[str, str], int]) -> dict[str, int]:
+    """Each trace's first input order, from (trace, span) -> input order."""
     starts: dict[str, int] = {}
     for (t, _), i in order.items():
         starts[t] = min(i, starts.get(t, i))
+    return starts
+
+
+def first_seen(spans: Iterable[SpanRecord], order: dict[tuple[str, str], int]) -> dict[str, Seen]:
+    """Per input, where the per-span code first meets each convention and left-out entry among
+    `spans` (in the order it reads them), as normalise's mapping classifies them."""
+    starts = trace_starts(order)
     out: dict[str, Seen] = {}
     for s in spans:
         seen = out.setdefault(input_of(s), Seen())
