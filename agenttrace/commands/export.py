@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Replay recorded traces (OTLP/JSON lines) to an OTLP endpoint with their original ids "
         "and times, and/or write them in Jaeger's JSON model to open in Jaeger UI (Search > JSON File).",
     )
-    export.add_argument("paths", nargs="+", metavar="FILE", help="trace files (traces/*.jsonl) or folders")
+    export.add_argument("paths", nargs="+", metavar="FILE",
+                        help="trace files (traces/*.jsonl) or folders; with --clickhouse also Parquet files of the "
+                        "exporter's columns (a `SELECT * FROM otel_traces FORMAT Parquet`), inserted as they are")
     export.add_argument(
         "--otlp", nargs="?", const="", default=None, metavar="URL",
         help="send the spans over OTLP (bare flag: OTEL_EXPORTER_OTLP_ENDPOINT, else Jaeger on "
@@ -67,6 +69,16 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print(f"agenttrace export: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 2
+    parquet = [p for p in args.paths if Path(p).suffix == ".parquet"]
+    paths = [p for p in args.paths if Path(p).suffix != ".parquet"]
+    if parquet:
+        if args.clickhouse is None or args.otlp is not None or args.jaeger_json is not None:
+            print("agenttrace export: Parquet files (the ClickHouse exporter's columns) go to --clickhouse only",
+                  file=sys.stderr)
+            return 2
+        status = _insert_parquet(parquet, args.clickhouse, args.table)
+        if status or not paths:
+            return status
     endpoint = None
     if args.otlp is not None:
         try:
@@ -75,11 +87,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"agenttrace export: {exc}", file=sys.stderr)
             return 2
 
-    recorded = read_spans(args.paths)
+    recorded = read_spans(paths)
     for problem in recorded.problems:
         print(f"agenttrace export: skipped {problem}", file=sys.stderr)
     if not recorded.spans:
-        print(f"agenttrace export: no spans in {', '.join(args.paths)}; nothing to export", file=sys.stderr)
+        print(f"agenttrace export: no spans in {', '.join(paths)}; nothing to export", file=sys.stderr)
         return 2
     status = 0  # partial inputs: what was read goes out, the rest is listed above
     # stdout carries the JSON when OUT is '-': the summaries go to stderr then
@@ -114,6 +126,40 @@ def run(args: argparse.Namespace) -> int:
             file=say,
         )
     return status
+
+
+def _insert_parquet(files: list[str], url: str, table: str) -> int:
+    """Each Parquet file's rows into the exporter's `table` (created if absent), as they are: a
+    store dumped to Parquet goes back into one (`agenttrace report --clickhouse` then reads it,
+    its figures computed there). Refused, before anything is inserted, when a file lacks the
+    columns the report reads (read with pyarrow where it is installed)."""
+    from agenttrace.errors import ClickHouseError
+    from agenttrace.traces.clickhouse import connect, missing_columns
+    from agenttrace.traces.clickhouse_export import export_parquet
+
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # the server says what it refuses
+        pq = None
+    for f in files if pq is not None else ():
+        try:
+            lacks = missing_columns(set(pq.read_schema(f).names))
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            print(f"agenttrace export: {f}: not a Parquet file ({str(exc)[:200]})", file=sys.stderr)
+            return 2
+        if lacks:
+            print(f"agenttrace export: {f}: not the ClickHouse exporter's traces (no {', '.join(lacks)}); "
+                  "nothing inserted", file=sys.stderr)
+            return 2
+    try:
+        store = connect(url)
+        for f in files:
+            rows = export_parquet(store, table, str(Path(f).resolve()))
+            print(f"inserted {rows} spans from {f} into {url} {table}")
+    except ClickHouseError as exc:
+        print(f"agenttrace export: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _write_jaeger_json(spans: Sequence[ReadableSpan], out: str, what: str, say: TextIO) -> bool:

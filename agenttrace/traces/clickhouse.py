@@ -152,6 +152,12 @@ class Store(Protocol):
 
     def insert_json_rows(self, table: str, lines: Sequence[bytes]) -> None: ...
 
+    def insert_parquet(self, table: str, path: str) -> int:
+        """The rows of the Parquet file at `path` (on this machine) into `table`, columns matched by
+        name (ClickHouse's Parquet input: a column the file lacks takes its default, one the table
+        lacks is skipped); how many rows went in."""
+        ...
+
 
 class _Chdb:
     """ClickHouse's engine in this process (chdb), over a data folder or in memory."""
@@ -213,6 +219,12 @@ class _Chdb:
     def insert_json_rows(self, table: str, lines: Sequence[bytes]) -> None:
         if lines:
             self._query(f"INSERT INTO {table} FORMAT JSONEachRow\n" + b"\n".join(lines).decode(), "CSV")
+
+    def insert_parquet(self, table: str, path: str) -> int:
+        quoted = "'" + path.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        rows = self.rows(f"SELECT count() FROM file({quoted}, Parquet)")
+        self._query(f"INSERT INTO {table} FROM INFILE {quoted} FORMAT Parquet", "CSV")
+        return int(rows[0][0])
 
 
 class _Http:
@@ -285,6 +297,10 @@ class _Http:
             with self._said():
                 self._client.raw_insert(table, insert_block=b"\n".join(lines), fmt="JSONEachRow")
 
+    def insert_parquet(self, table: str, path: str) -> int:
+        with open(path, "rb") as f, self._said():  # sent as it is read; the server parses it
+            return int(self._client.raw_insert(table, insert_block=f, fmt="Parquet").written_rows)
+
 
 def connect(url: str, *, timeout_s: float | None = None) -> Store:
     """A store for `url`: `chdb:FOLDER` / `chdb:` (in-process), else a server's HTTP URL, whose
@@ -321,6 +337,11 @@ def _identifier(table: str) -> str:
     return table
 
 
+def missing_columns(found) -> list[str]:
+    """The exporter's columns the report reads that `found` (column names) lacks."""
+    return [c for c in _NEEDED if c not in found]
+
+
 def check_table(store: Store, table: str) -> None:
     """ClickHouseError naming the table and what it lacks, unless it has the exporter's columns."""
     table = _identifier(table)
@@ -331,7 +352,7 @@ def check_table(store: Store, table: str) -> None:
     if not found:
         raise ClickHouseError(f"{store.name}: no table {table}; create it with the OpenTelemetry Collector's ClickHouse "
                               "exporter (or `agenttrace export --clickhouse`)")
-    missing = [c for c in _NEEDED if c not in found]
+    missing = missing_columns(found)
     if missing:
         raise ClickHouseError(f"{store.name}: table {table} is not the OpenTelemetry exporter's traces table: it has no "
                               f"{', '.join(missing)}")

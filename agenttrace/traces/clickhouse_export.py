@@ -116,3 +116,13 @@ def export_spans(store: Store, table: str, spans: Iterable[ReadableSpan], *, cre
             batch = []
     store.insert_json_rows(table, batch)
     return count + len(batch)
+
+
+def export_parquet(store: Store, table: str, path: str, *, create: bool = True) -> int:
+    """Insert the rows of a Parquet file of the exporter's columns (a store dumped with `SELECT *
+    ... FORMAT Parquet`) into `table` (created when `create` and absent), columns matched by name;
+    returns how many rows went in. ClickHouseError when the store refuses."""
+    table = _identifier(table)
+    if create:
+        store.command(TRACES_DDL.format(table=table))
+    return store.insert_parquet(table, path)

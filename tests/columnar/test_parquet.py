@@ -1,0 +1,58 @@
+"""Parquet of the ClickHouse exporter's columns (a store dumped with `SELECT * ... FORMAT Parquet`):
+`agenttrace export FILE.parquet --clickhouse URL` puts it back into a store as it is, and the
+report of that store is the original store's."""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("chdb")
+pytest.importorskip("pyarrow")
+
+from agenttrace.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _report(capsys, url: str, engine: str) -> dict:
+    assert main(["report", "--clickhouse", url, "--format", "json", "--engine", engine]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    return {k: doc[k] for k in ("run", "tasks", "by_label", "whatif", "problems")}
+
+
+def test_a_store_dumped_to_parquet_goes_back_into_a_store_and_reports_the_same(tmp_path, capsys):
+    from agenttrace.traces.clickhouse import connect
+
+    first, second = f"chdb:{tmp_path / 'a'}", f"chdb:{tmp_path / 'b'}"
+    trace = ROOT / "traces" / "frameworks" / "langgraph-react-openinference.jsonl"
+    assert main(["export", str(ROOT / "traces" / "samples"), str(trace), "--clickhouse", first]) == 0
+    capsys.readouterr()
+    dump = tmp_path / "spans.parquet"
+    store = connect(first)
+    store.command(f"INSERT INTO FUNCTION file('{dump}', Parquet) SELECT * FROM otel_traces")
+    spans = store.rows("SELECT count() FROM otel_traces")[0][0]
+    original = _report(capsys, first, "python")
+    del store
+    gc.collect()  # one chdb folder a process at a time
+
+    assert main(["export", str(dump), "--clickhouse", second]) == 0
+    assert capsys.readouterr().out.startswith(f"inserted {spans} spans from {dump}")
+    assert _report(capsys, second, "columnar") == original == _report(capsys, second, "python")
+    assert original["tasks"]
+
+
+def test_parquet_without_the_exporters_columns_is_refused_and_nothing_inserted(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"trace": ["a"], "name": ["x"]}), other)
+    url = f"chdb:{tmp_path / 'c'}"
+    assert main(["export", str(other), "--clickhouse", url]) == 2
+    assert "not the ClickHouse exporter's traces" in capsys.readouterr().err
+    assert main(["export", str(other), "--otlp"]) == 2  # only a store takes it as it is
+    assert "--clickhouse only" in capsys.readouterr().err
