@@ -32,7 +32,7 @@ _SPAN = (f"Tuple(traceId String, spanId String, parentSpanId String, name String
          "status Tuple(code Nullable(String)))")
 # One OTLP/JSON ExportTraceServiceRequest per line (the exporter's file format).
 FILE_SCHEMA = (f"resourceSpans Array(Tuple(resource Tuple(attributes {_KV}), "
-               f"scopeSpans Array(Tuple(scope Tuple(name String), spans Array({_SPAN})))))")
+               f"scopeSpans Array(Tuple(scope Nullable(String), spans Array({_SPAN})))))")
 
 
 # The arrays a figure reads (the roofline's phases, acceptance by position): their text is kept
@@ -193,7 +193,7 @@ def file_insert(path_sql: str, first: int) -> str:
   ifNull({_resource('rs.resource.attributes', sc.RUN_LABEL)}, '') AS run_label,
   ifNull({_resource('rs.resource.attributes', sc.RUN_ID)}, '') AS run_id,
   ifNull(arrayFirst(a -> a.key = '{sc.SEGMENT}', sp.attributes).value.stringValue, '') AS segment,
-  ss.scope.name AS scope, {_typed('sp.attributes')} AS attrs,
+  ifNull(JSONExtractString(ss.scope, 'name'), '') AS scope, {_typed('sp.attributes')} AS attrs,
   {_rounds(f'arrayMap(e -> e.name, {ev})', f"arrayMap(e -> {_typed('e.attributes')}, {ev})")} AS rounds,
   {_file_odd()} AS odd
 FROM (
