@@ -68,6 +68,11 @@ def _report(args: argparse.Namespace):
     jaeger = jaeger_query(args)
     phoenix = phoenix_query(args)
     sample = args.sample
+    parquet = [p for p in args.paths if p.endswith(".parquet")]
+    if parquet:  # not lines of JSON: say what reads it rather than a page of unreadable lines
+        raise InputError(f"{parquet[0]} is Parquet; report reads OTLP/JSON and Jaeger JSON files. A Parquet dump of the "
+                         "ClickHouse exporter's table goes back into a store with `agenttrace export FILE.parquet "
+                         "--clickhouse chdb:DIR`, then `agenttrace report --clickhouse chdb:DIR`")
     only = args.summary_only and args.format in ("terminal", "markdown")  # no task row is shown
     if sample is not None and (sample < 100 or args.format == "html" or (jaeger is not None and args.paths)):
         raise InputError("--sample N needs N >= 100 (p99 needs 100 values), and one source read as a stream: "

@@ -43,6 +43,9 @@ def test_a_store_dumped_to_parquet_goes_back_into_a_store_and_reports_the_same(t
     assert capsys.readouterr().out.startswith(f"inserted {spans} spans from {dump}")
     assert _report(capsys, second, "columnar") == original == _report(capsys, second, "python")
     assert original["tasks"]
+    # `report FILE.parquet` says how to read it rather than listing unreadable lines
+    assert main(["report", str(dump)]) == 2
+    assert "agenttrace export FILE.parquet --clickhouse" in capsys.readouterr().err
 
 
 def test_parquet_without_the_exporters_columns_is_refused_and_nothing_inserted(tmp_path, capsys):
