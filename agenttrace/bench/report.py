@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from agenttrace.bench.mixed import add_own_spans, append_foreign
 from agenttrace.bench.synthetic import generate
 from agenttrace.clock import default_clock, elapsed_s
 
@@ -51,6 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"(default: {','.join(DEFAULT_PATHS)})")
     p.add_argument("--json", action="store_true",
                    help='print a list of records {"spans", "path", "load_s", "analyse_s", "peak_mb"}')
+    p.add_argument("--foreign", type=int, default=0, metavar="COPIES",
+                   help="append the recorded framework traces (traces/frameworks: other instrumentations') this many "
+                        "times, fresh trace ids each (bench/mixed.py)")
+    p.add_argument("--own-spans", type=float, default=0.0, metavar="SHARE",
+                   help="add a child span of no known convention (a user's own) under this share of the spans")
     p.set_defaults(func=run)
 
 
@@ -209,6 +215,10 @@ def run(args: argparse.Namespace) -> int:
         path = folder / (f"synthetic-{n}" if big else f"synthetic-{n}.jsonl")
         t0 = clock.now_ns()
         written = generate(path, n, args.seed, FILE_SPANS if big else None)
+        if args.own_spans:
+            written += add_own_spans(path, args.own_spans)
+        if args.foreign:
+            written += append_foreign(path, args.foreign)
         size_mb = sum(f.stat().st_size for f in (path.iterdir() if big else [path])) / 1e6
         console.print(f"generated {written} spans ({size_mb:.0f} MB) in {elapsed_s(clock, t0):.1f} s")
         store = None

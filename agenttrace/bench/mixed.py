@@ -1,0 +1,78 @@
+"""Synthetic traces with spans the columnar queries do not state (`agenttrace bench report
+--foreign N --own-spans SHARE`, issue 32's seventh part): other instrumentations' traces beside
+ours, and a user's own spans of no known convention around ours.
+
+- `append_foreign`: the recorded framework traces (traces/frameworks/*.jsonl: OpenInference,
+  OpenLLMetry, GenAI, ADK, ...; 1,027 spans, their messages included) appended `copies` times,
+  each copy with fresh trace ids;
+- `add_own_spans`: under a `share` of the spans, one child span named as a user's helper would be
+  (no agenttrace.segment, no convention's marks), covering a part of its parent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+FRAMEWORKS = Path(__file__).resolve().parents[2] / "traces" / "frameworks"
+OWN_NAMES = ("load_config", "db lookup", "cache.get")
+
+
+def _spans(doc: dict):
+    return (s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"])
+
+
+def _files(path: Path) -> list[Path]:
+    return sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+
+
+def append_foreign(path: Path, copies: int, seed: int = 7) -> int:
+    """The framework traces, `copies` times, after the trace file `path` (into a file of their own
+    in a folder); the spans added."""
+    lines = [line for f in sorted(FRAMEWORKS.glob("*.jsonl")) for line in f.read_text().splitlines() if line.strip()]
+    if not lines:
+        raise FileNotFoundError(f"no framework traces in {FRAMEWORKS} (a checkout of the repository has them)")
+    rng = random.Random(seed)
+    added = 0
+    with (path / "foreign.jsonl" if path.is_dir() else path).open("a") as out:
+        for _ in range(copies):
+            ids: dict[str, str] = {}
+            for line in lines:
+                doc = json.loads(line)
+                for s in _spans(doc):
+                    if s["traceId"] not in ids:
+                        ids[s["traceId"]] = f"{rng.getrandbits(128):032x}"
+                    s["traceId"] = ids[s["traceId"]]
+                    added += 1
+                out.write(json.dumps(doc) + "\n")
+    return added
+
+
+def add_own_spans(path: Path, share: float, seed: int = 1) -> int:
+    """A child span of no convention under `share` of the spans of the trace file(s) at `path`,
+    rewritten in place; the spans added."""
+    rng = random.Random(seed)
+    added = 0
+    for f in _files(path):
+        tmp = f.with_suffix(".tmp")
+        with f.open() as src, tmp.open("w") as out:
+            for line in src:
+                if not line.strip():
+                    continue
+                doc = json.loads(line)
+                for ss in (ss for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]):
+                    extra = []
+                    for s in ss["spans"]:
+                        if rng.random() < share:
+                            start, end = int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"])
+                            extra.append({"traceId": s["traceId"], "spanId": f"{rng.getrandbits(64):016x}",
+                                          "parentSpanId": s["spanId"], "name": rng.choice(OWN_NAMES), "kind": 1,
+                                          "startTimeUnixNano": str(start + (end - start) // 4),
+                                          "endTimeUnixNano": str(start + (end - start) // 2), "attributes": []})
+                    ss["spans"] += extra
+                    added += len(extra)
+                out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+        os.replace(tmp, f)
+    return added
