@@ -83,12 +83,13 @@ def file_spans(files: list[FileRange], order: Order, problems: list[str]) -> lis
         wanted = lines.get(n)
         if not wanted:
             continue
-        for k, (n, line) in enumerate(file_lines(f.path)):
+        for k, (line_no, line) in enumerate(file_lines(f.path)):
             if k in wanted:
+                where = f"{f.path}:{line_no}"
                 try:
-                    read = checked(line_spans(line, f"{f.path}:{n}", problems), problems)
+                    read = checked(line_spans(line, where, problems), problems)
                 except (JSONError, TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
-                    problems.append(f"{f.path}:{n}: {type(exc).__name__}: {str(exc)[:200]}")  # (the table read it)
+                    problems.append(f"{where}: {type(exc).__name__}: {str(exc)[:200]}")  # (the table read it)
                     continue
                 out += [s for s in read if s.trace_id in traces]
     rank: dict[str, int] = {}
