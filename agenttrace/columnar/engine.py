@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,11 +159,12 @@ class Engine:
         self.drop(summary.made())
         self.make_tree()
 
-    def route(self) -> per_trace.Traces | str | None:
-        """The traces the queries do not state (coverage.trace_checks) reported by the per-span code,
-        read again from the files or the store, and dropped from the table (per_trace.py); None
-        when there are none; the reason the whole input goes to the per-span path when every trace
-        is one, or when reading them again words a problem."""
+    def route(self) -> Future | str | None:
+        """The traces the queries do not state (coverage.trace_checks), dropped from the table and
+        reported by the per-span code (per_trace.py) in a thread of their own while the queries
+        run (the engine lets go of the GIL): a Future of their Traces, or of the reason the whole
+        input goes to the per-span path when reading them again words a problem. None when there
+        are none; the reason, straight away, when every trace is one."""
         if not self.scalar(f"SELECT count() FROM spans WHERE {coverage.FOREIGN}"):
             return None
         self.q(per_trace.MAKE_ROUTED)
@@ -172,16 +174,24 @@ class Engine:
             rows_, back = self.table(per_trace.ORDER)
             order = per_trace.order_of(rows_)
             problems: list[str] = []
-            spans = (per_trace.store_spans(self.store, self.query, order, problems) if self.query is not None else
-                     per_trace.file_spans(self.files, order, problems))
-            if problems:  # the table read these lines otherwise: one pass words them (none seen)
-                return f"traces of another instrumentation read again with problems ({problems[0][:200]})"
-            traces = per_trace.analyse(spans, order)
-            traces.bytes_back = back
+            # a store's rows are read here (its session serves one statement at a time); files' in the thread
+            spans = per_trace.store_spans(self.store, self.query, order, problems) if self.query is not None else None
             self.q(per_trace.DELETE)
-            return traces
         finally:
             self.drop([per_trace.ROUTED])
+
+        def report() -> per_trace.Traces | str:
+            read = spans if spans is not None else per_trace.file_spans(self.files, order, problems)
+            if problems:  # the table read these lines otherwise: one pass words them (none seen)
+                return f"traces of another instrumentation read again with problems ({problems[0][:200]})"
+            traces = per_trace.analyse(read, order)
+            traces.bytes_back = back
+            return traces
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenttrace-per-trace")
+        future = pool.submit(report)
+        pool.shutdown(wait=False)  # the thread ends with its work
+        return future
 
     def _inputs(self, traces: per_trace.Traces) -> list[InputFigures]:
         """Each input's reading: the table's spans (after the routed traces left it) and theirs."""
@@ -203,9 +213,9 @@ class Engine:
         for reason, sql in coverage.checks() if summarised else coverage.input_checks():
             if self.scalar(sql):
                 return Outcome(None, reason)
-        routed = None if summarised else self.route()
-        if isinstance(routed, str):
-            return Outcome(None, routed)
+        pending = None if summarised else self.route()
+        if isinstance(pending, str):
+            return Outcome(None, pending)
         reason = self.make_tree(checks=())  # asked above (routed traces have left the table)
         if reason:
             return Outcome(None, reason)
@@ -225,6 +235,9 @@ class Engine:
         made = analyses(tasks, steps, attempts, gens, pivot(segs), given)
         path, b6 = self.table(rows.path_spans())
         add_critical_paths({t: a.figures for t, a in zip(tasks["task"], made, strict=True) if t not in given}, path)
+        routed = pending.result() if pending is not None else None
+        if isinstance(routed, str):
+            return Outcome(None, routed)
         if routed is not None:  # their tasks in the report's order (start, then input order), partial ones last
             keyed = [*zip(zip(tasks["start_ns"], tasks["task"], strict=True), made, strict=True), *routed.tasks]
             made = [a for _, a in sorted(keyed, key=lambda x: x[0])] + routed.partial

@@ -80,8 +80,8 @@ _ROLES: list[Callable[[SpanRecord], SpanRole | None]] = []
 def classify(span: SpanRecord) -> SpanRole | None:
     """The role of a span that is not ours, by the first convention that recognises it; None
     when none does."""
-    if not _ROLES:
-        _ROLES.extend(_registry())
+    if not _ROLES:  # filled in one step: two threads classifying at once fill it once
+        _ROLES[:] = _registry()
     for role in _ROLES:
         found = role(span)
         if found is not None:
