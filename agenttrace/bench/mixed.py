@@ -33,7 +33,7 @@ def append_foreign(path: Path, copies: int, seed: int = 7) -> int:
     in a folder); the spans added."""
     lines = [line for f in sorted(FRAMEWORKS.glob("*.jsonl")) for line in f.read_text().splitlines() if line.strip()]
     if not lines:
-        raise FileNotFoundError(f"no framework traces in {FRAMEWORKS} (a checkout of the repository has them)")
+        raise FileNotFoundError(f"the framework traces in {FRAMEWORKS} (a checkout of the repository has them)")
     rng = random.Random(seed)
     added = 0
     with (path / "foreign.jsonl" if path.is_dir() else path).open("a") as out:

@@ -13,6 +13,8 @@ FILE_SPANS spans are written as a folder of files of FILE_SPANS spans each.
 and `clickhouse_columnar_summary`: `report --sample` on those two, the run figures made as
 aggregates in the engine (agenttrace/columnar/summary.py), a few kilobytes back.
 Targets (issue 32): 1,000,000 spans end to end in <= 5 s and <= 1 GB peak memory.
+`--foreign N` and `--own-spans SHARE` add what the columnar queries do not state (bench/mixed.py):
+other instrumentations' traces, and a user's own spans around ours.
 """
 
 from __future__ import annotations
@@ -218,7 +220,11 @@ def run(args: argparse.Namespace) -> int:
         if args.own_spans:
             written += add_own_spans(path, args.own_spans)
         if args.foreign:
-            written += append_foreign(path, args.foreign)
+            try:
+                written += append_foreign(path, args.foreign)
+            except FileNotFoundError as exc:
+                console.print(f"[red]agenttrace bench report: --foreign needs {exc}[/]")
+                return 2
         size_mb = sum(f.stat().st_size for f in (path.iterdir() if big else [path])) / 1e6
         console.print(f"generated {written} spans ({size_mb:.0f} MB) in {elapsed_s(clock, t0):.1f} s")
         store = None
