@@ -22,6 +22,7 @@ from agenttrace.report.batched import PARTIAL_NOTE, SUMMARY_NOTE
 from agenttrace.report.inputs import InputFigures, input_figures
 from agenttrace.report.model import Report
 from agenttrace.report.runs import ReportFold
+from agenttrace.traces.clickhouse_params import quoted
 from agenttrace.traces.load import iter_trace_files
 
 
@@ -39,10 +40,6 @@ class Outcome:
 
 
 _LAST = (1 << 64) - 1  # the highest input order
-
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 class Engine:
@@ -111,7 +108,7 @@ class Engine:
         self.q(load.TABLE)
         out = []
         for f in files:
-            path = _sql_string(str(f))
+            path = quoted(str(f))
             odd = self.scalar(load.line_check(path))
             if odd:
                 raise ColumnarError(f"{f}: {odd} line(s) the per-span reader reads otherwise (not OTLP/JSON requests, "

@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlsplit
 from agenttrace.clock import default_clock, elapsed_s
 from agenttrace.errors import ClickHouseError
 from agenttrace.traces.bounded_http import ReadLimits
-from agenttrace.traces.clickhouse_params import parameter_texts, typed_parameters
+from agenttrace.traces.clickhouse_params import parameter_texts, quoted, typed_parameters
 
 __all__ = ["TRACES_DDL", "ClickHouseQuery", "QueryAnswer", "QueryBounds", "Store", "check_table", "connect"]
 
@@ -221,9 +221,8 @@ class _Chdb:
             self._query(f"INSERT INTO {table} FORMAT JSONEachRow\n" + b"\n".join(lines).decode(), "CSV")
 
     def insert_parquet(self, table: str, path: str) -> int:
-        quoted = "'" + path.replace("\\", "\\\\").replace("'", "\\'") + "'"
-        rows = self.rows(f"SELECT count() FROM file({quoted}, Parquet)")
-        self._query(f"INSERT INTO {table} FROM INFILE {quoted} FORMAT Parquet", "CSV")
+        rows = self.rows(f"SELECT count() FROM file({quoted(path)}, Parquet)")
+        self._query(f"INSERT INTO {table} FROM INFILE {quoted(path)} FORMAT Parquet", "CSV")
         return int(rows[0][0])
 
 

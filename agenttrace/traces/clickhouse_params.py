@@ -23,7 +23,7 @@ from typing import Any
 
 from agenttrace.errors import ClickHouseError
 
-__all__ = ["INT64", "UINT32", "parameter_texts", "typed_parameters"]
+__all__ = ["INT64", "UINT32", "parameter_texts", "quoted", "typed_parameters"]
 
 INT64 = (-(2**63), 2**63 - 1)
 UINT32 = (0, 2**32 - 1)
@@ -70,11 +70,17 @@ def typed_parameters(sql: str, params: Mapping[str, Any] | None) -> dict[str, An
     return params
 
 
+def quoted(text: str) -> str:
+    """`text` as a quoted string literal: for an array parameter's elements, and where SQL takes
+    no parameter (a table function's path, INFILE)."""
+    return "'" + text.translate(_QUOTED) + "'"
+
+
 def _text(value: Any) -> str:
     if isinstance(value, str):
         return value.translate(_ESCAPED)
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join("'" + v.translate(_QUOTED) + "'" for v in value) + "]"
+        return "[" + ",".join(quoted(v) for v in value) + "]"
     return str(value)
 
 
