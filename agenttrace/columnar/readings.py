@@ -45,8 +45,8 @@ class Seen:
 
 
 def counts_sql(lo: int, hi: int) -> str:
-    """SQL: (segment, n, first, top) over the table's spans of input orders lo..hi."""
-    return (f"SELECT segment, count() AS n, min(i) AS first, max(i) AS top FROM spans WHERE i BETWEEN {lo} AND {hi} "
+    """SQL: (segment, n, top) over the table's spans of input orders lo..hi."""
+    return (f"SELECT segment, count() AS n, max(i) AS top FROM spans WHERE i BETWEEN {lo} AND {hi} "
             "GROUP BY segment ORDER BY segment")
 
 
