@@ -128,12 +128,15 @@ class Engine:
         from agenttrace.traces.clickhouse import check_table
         from agenttrace.traces.clickhouse_read import filters
 
-        check_table(self.store, query.table)
+        by_row = check_table(self.store, query.table).endswith("MergeTree")  # its rows named by part and offset
         if query.limits.deadline_s:  # each statement's bound on the server (the per-span read's is the whole read's)
             self.q(f"SET max_execution_time = {max(1, math.ceil(query.limits.deadline_s))}")
         self.q(load.TABLE)
         where, params = filters(query)
-        self.q(load.store_insert(query.table, where), params)
+        self.q(load.store_insert(query.table, where, by_row), params)
+        if by_row and self.scalar(f"SELECT count() FROM spans WHERE i = {load.UNPLACED}"):
+            self.q("TRUNCATE TABLE spans")  # a merge moved rows between the statement's reads: sort them whole
+            self.q(load.store_insert(query.table, where), params)
         self.query, self.source = query, f"{self.store.name} {query.table}"  # the store's name: no password
         seen = input_figures(readings.reading(self.source, self._part(0, _LAST)[0]))
         return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked

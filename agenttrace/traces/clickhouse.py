@@ -5,7 +5,7 @@ filters, the pages, the budget of a read, the values typed back) is clickhouse_r
     connect(url)            a store: `http(s)://user:password@host:8123/database` through the
                             official clickhouse-connect client, or `chdb:FOLDER` (`chdb:` alone:
                             in memory), ClickHouse's engine in-process (chdb)
-    check_table(store, t)   the columns the reader needs, or an error naming the missing ones
+    check_table(store, t)   the columns the reader needs, or an error naming the missing ones; its engine
     store.answer(sql, params, bounds)
                             a query within one read's bounds (QueryBounds): the server stops it
                             at what is left of the deadline, an answer over the size bound is
@@ -341,13 +341,14 @@ def missing_columns(found) -> list[str]:
     return [c for c in _NEEDED if c not in found]
 
 
-def check_table(store: Store, table: str) -> None:
-    """ClickHouseError naming the table and what it lacks, unless it has the exporter's columns."""
+def check_table(store: Store, table: str) -> str:
+    """The table's engine (MergeTree, Distributed, ...); ClickHouseError naming the table and
+    what it lacks, unless it has the exporter's columns."""
     table = _identifier(table)
     db, _, name = table.rpartition(".")
     where = "table = {t:String}" + (" AND database = {d:String}" if db else " AND database = currentDatabase()")
-    found = {r[0] for r in store.rows(f"SELECT name FROM system.columns WHERE {where}", {"t": name, "d": db} if db else
-                                      {"t": name})}
+    params = {"t": name, "d": db} if db else {"t": name}
+    found = {r[0] for r in store.rows(f"SELECT name FROM system.columns WHERE {where}", params)}
     if not found:
         raise ClickHouseError(f"{store.name}: no table {table}; create it with the OpenTelemetry Collector's ClickHouse "
                               "exporter (or `agenttrace export --clickhouse`)")
@@ -355,6 +356,8 @@ def check_table(store: Store, table: str) -> None:
     if missing:
         raise ClickHouseError(f"{store.name}: table {table} is not the OpenTelemetry exporter's traces table: it has no "
                               f"{', '.join(missing)}")
+    engine = store.rows(f"SELECT engine FROM system.tables WHERE {where.replace('table =', 'name =')}", params)
+    return str(engine[0][0]) if engine else ""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,85 @@
+"""A store's spans into the span table: the input order sorted on the keys and each row's place
+(a MergeTree's part and offset) is the order sorted with every column, and a row that order did
+not place (a merge between the statement's two reads of the table) sends the load to the whole
+sort, with the same report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("chdb")
+
+from agenttrace.bench.synthetic import generate
+from agenttrace.columnar import load
+from agenttrace.columnar.engine import Engine
+from agenttrace.report.build import report_clickhouse
+from agenttrace.traces.clickhouse import ClickHouseQuery, check_table, connect
+from agenttrace.traces.clickhouse_export import export_spans
+from agenttrace.traces.otlp_file import iter_spans
+
+SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    """The samples and synthetic traces, exported in three inserts (three parts, until merged;
+    the synthetic file's halves split traces across parts)."""
+    folder = tmp_path_factory.mktemp("store-load")
+    url = f"chdb:{folder / 'ch'}"
+    generate(folder / "s.jsonl", 3_000, seed=1)
+    problems: list[str] = []
+    lines = list(iter_spans([folder / "s.jsonl"], problems))
+    for part in ([s for line in iter_spans([SAMPLES], problems) for s in line],
+                 [s for line in lines[: len(lines) // 2] for s in line], [s for line in lines[len(lines) // 2:] for s in line]):
+        export_spans(connect(url), "otel_traces", iter(part))
+    assert problems == []
+    return url
+
+
+def _table(store: str, by_row: bool) -> list[tuple]:
+    engine = Engine(store=connect(store))
+    engine.q(load.TABLE)
+    engine.q(load.store_insert("otel_traces", "", by_row))
+    rows = engine.store.rows("SELECT i, h, trace_id, span_id, attrs, odd FROM spans ORDER BY i")
+    engine.q("DROP TEMPORARY TABLE spans")
+    return [tuple(map(str, r)) for r in rows]
+
+
+def test_the_row_keyed_order_is_the_whole_sorts(store):
+    assert check_table(connect(store), "otel_traces") == "MergeTree"
+    parts = connect(store).rows("SELECT uniqExact(_part) FROM otel_traces")[0][0]
+    by_row, whole = _table(store, True), _table(store, False)
+    assert len(by_row) > 3_000 and parts == 3
+    assert [r[0] for r in by_row] == [str(n) for n in range(len(by_row))]  # every row placed, in order
+    assert by_row == whole
+
+
+class _MovedRows:
+    """The store, with the order's read of the table missing half its rows (as a merge between
+    the two reads would leave them unmatched)."""
+
+    def __init__(self, real) -> None:
+        self.real, self.statements = real, []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def command(self, sql, params=None):
+        self.statements.append(sql)
+        if ") AS ord ON" in sql:
+            sql = sql.replace(") AS ord ON", " WHERE cityHash64(o.SpanId) % 2 = 0) AS ord ON")
+        return self.real.command(sql, params)
+
+
+def test_a_row_the_order_did_not_place_reads_the_store_again_sorted_whole(store):
+    query = ClickHouseQuery(store)
+    moved = _MovedRows(connect(store))
+    engine = Engine(1, moved)
+    outcome = engine.figures([query.describe()], engine.load_store(query), [], None)
+    assert outcome.reason is None, outcome.reason
+    inserts = [s for s in moved.statements if s.startswith("INSERT INTO spans")]
+    assert len(inserts) == 2 and ") AS ord ON" in inserts[0] and ") AS ord ON" not in inserts[1]
+    assert "TRUNCATE TABLE spans" in moved.statements
+    assert outcome.report.model_dump_json() == report_clickhouse(query).model_dump_json()
