@@ -62,21 +62,21 @@ def _resource(kv: str, key: str) -> str:
     return f"arrayFirst(a -> a.key = '{key}', {kv}).value.stringValue"
 
 
-def _round_value(m: str, key: str, typ: str) -> str:
-    return f"to{typ}OrZero(substring({m}['{key}'], 2))"
+def _rounds(events: str) -> str:
+    """The speculate.round events of a span (`events`: its OTLP events) as an array of tuples, the
+    per-span path's RoundRecord. Each value is read where its type puts it: a span holding one of
+    another type is odd (`_file_odd`) and never reaches the queries; a key given twice holds its
+    last value, as the attributes' map does."""
+    def value(key: str, typ: str) -> str:
+        v = f"arrayLast(a -> a.key = '{key}', e.attributes).value"
+        if typ == "Int64":
+            return f"ifNull(toInt64OrNull({v}.intValue), 0)"
+        return f"ifNull({v}.doubleValue, ifNull(toFloat64OrNull({v}.intValue), 0))"
 
-
-def _rounds(names: str, maps: str) -> str:
-    """The speculate.round events of a span (`names`: the events' names, `maps`: their typed
-    attributes) as an array of tuples, the per-span path's RoundRecord."""
-    m = "e_attrs"
-    fields = ", ".join([
-        _round_value(m, sc.ROUND_DRAFTED, "Int64"), _round_value(m, sc.ROUND_ACCEPTED, "Int64"),
-        _round_value(m, sc.ROUND_DRAFT_S, "Float64"), _round_value(m, sc.ROUND_VERIFY_S, "Float64"),
-        _round_value(m, sc.ROUND_K, "Int64"), _round_value(m, sc.ROUND_TREE_DEPTH, "Int64"),
-    ])
-    return (f"arrayMap({m} -> tuple({fields}), "
-            f"arrayFilter(({m}, n) -> n = '{sc.EVENT_SPECULATE_ROUND}', {maps}, {names}))")
+    fields = ", ".join([value(sc.ROUND_DRAFTED, "Int64"), value(sc.ROUND_ACCEPTED, "Int64"),
+                        value(sc.ROUND_DRAFT_S, "Float64"), value(sc.ROUND_VERIFY_S, "Float64"),
+                        value(sc.ROUND_K, "Int64"), value(sc.ROUND_TREE_DEPTH, "Int64")])
+    return f"arrayMap(e -> tuple({fields}), arrayFilter(e -> e.name = '{sc.EVENT_SPECULATE_ROUND}', {events}))"
 
 
 _KIND = ("multiIf({k} IN ('4', 'SPAN_KIND_PRODUCER', 'Producer'), 'PRODUCER', {k} IN ('5', 'SPAN_KIND_CONSUMER', 'Consumer'), "
@@ -131,11 +131,14 @@ def _file_odd() -> str:
     text that is not UTF-8, line_check finds in the raw line.)"""
     ev_odd = (f"e.timeUnixNano IS NULL OR {_TIME.format(t='e.timeUnixNano')} OR (e.name = '{sc.EVENT_SPECULATE_ROUND}' "
               f"AND arrayExists(a -> {_file_value_odd(ROUND_TYPES)}, e.attributes))")
+    # one match over the times (and one over the ids) joined by a colon, which neither holds: a
+    # third of the cost of a match each
+    start, end = "sp.startTimeUnixNano", "sp.endTimeUnixNano"
     return " OR ".join([
-        _TIME.format(t="sp.startTimeUnixNano"), _TIME.format(t="sp.endTimeUnixNano"),
-        "toInt64OrZero(sp.endTimeUnixNano) < toInt64OrZero(sp.startTimeUnixNano)",
-        f"NOT {_ID.format(x='sp.traceId', n=32)}", f"NOT {_ID.format(x='sp.spanId', n=16)}",
-        f"NOT (sp.parentSpanId = '' OR {_ID.format(x='sp.parentSpanId', n=16)})",
+        f"NOT match(concat({start}, ':', {end}), '^[0-9]{{1,19}}:[0-9]{{1,19}}$')",
+        f"toInt64OrNull({start}) IS NULL", f"toInt64OrNull({end}) IS NULL", f"toInt64OrZero({end}) < toInt64OrZero({start})",
+        "NOT match(concat(sp.traceId, ':', sp.spanId, ':', sp.parentSpanId), "
+        "'^[0-9a-fA-F]{32}:[0-9a-fA-F]{16}:([0-9a-fA-F]{16})?$')",
         "lower(sp.parentSpanId) = lower(sp.spanId)",
         f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, sp.attributes)",
         f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, rs.resource.attributes)",
@@ -182,7 +185,6 @@ def file_insert(path_sql: str, first: int) -> str:
     line number and the span's place in its line, so the order never depends on which thread
     parsed which line: a row number over the blocks did, on files of many blocks). Hex ids are
     lower-cased (the per-span path does)."""
-    ev = "sp.events"
     scope = "arraySum(arraySlice(scopes_per_resource, 1, rn - 1)) + sn"
     return f"""INSERT INTO spans SELECT
   {first} + line_no * {LINE_STRIDE} + arraySum(arraySlice(spans_per_scope, 1, {scope} - 1)) + pn - 1 AS i,
@@ -194,7 +196,7 @@ def file_insert(path_sql: str, first: int) -> str:
   ifNull({_resource('rs.resource.attributes', sc.RUN_ID)}, '') AS run_id,
   ifNull(arrayFirst(a -> a.key = '{sc.SEGMENT}', sp.attributes).value.stringValue, '') AS segment,
   ifNull(JSONExtractString(ss.scope, 'name'), '') AS scope, {_typed('sp.attributes')} AS attrs,
-  {_rounds(f'arrayMap(e -> e.name, {ev})', f"arrayMap(e -> {_typed('e.attributes')}, {ev})")} AS rounds,
+  {_rounds('sp.events')} AS rounds,
   {_file_odd()} AS odd
 FROM (
   SELECT toUInt64(_row_number) AS line_no, resourceSpans, arrayMap(r -> length(r.scopeSpans), resourceSpans) AS scopes_per_resource,
