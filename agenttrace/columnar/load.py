@@ -117,7 +117,14 @@ def _file_value_odd(types: dict[str, str]) -> str:
 
 
 _TIME = "(NOT match({t}, '^[0-9]{{1,19}}$') OR toInt64OrNull({t}) IS NULL)"
-_ID = "match({x}, '^[0-9a-fA-F]{{{n}}}$')"
+
+
+def _ids_odd(trace: str, span: str, parent: str) -> str:
+    """SQL: ids that are not hex of their length (a parent may be empty), or a span its own
+    parent. One match over the three joined by a colon, which none holds: a third of the cost of
+    a match each."""
+    return (f"NOT match(concat({trace}, ':', {span}, ':', {parent}), '^[0-9a-fA-F]{{32}}:[0-9a-fA-F]{{16}}:([0-9a-fA-F]{{16}})?$') "
+            f"OR lower({parent}) = lower({span})")
 
 
 _FILE_STATUS = _STATUS.format(c="ifNull(sp.status.code, '0')")
@@ -131,15 +138,12 @@ def _file_odd() -> str:
     text that is not UTF-8, line_check finds in the raw line.)"""
     ev_odd = (f"e.timeUnixNano IS NULL OR {_TIME.format(t='e.timeUnixNano')} OR (e.name = '{sc.EVENT_SPECULATE_ROUND}' "
               f"AND arrayExists(a -> {_file_value_odd(ROUND_TYPES)}, e.attributes))")
-    # one match over the times (and one over the ids) joined by a colon, which neither holds: a
-    # third of the cost of a match each
+    # one match over the times joined by a colon, which neither holds (as _ids_odd)
     start, end = "sp.startTimeUnixNano", "sp.endTimeUnixNano"
     return " OR ".join([
         f"NOT match(concat({start}, ':', {end}), '^[0-9]{{1,19}}:[0-9]{{1,19}}$')",
         f"toInt64OrNull({start}) IS NULL", f"toInt64OrNull({end}) IS NULL", f"toInt64OrZero({end}) < toInt64OrZero({start})",
-        "NOT match(concat(sp.traceId, ':', sp.spanId, ':', sp.parentSpanId), "
-        "'^[0-9a-fA-F]{32}:[0-9a-fA-F]{16}:([0-9a-fA-F]{16})?$')",
-        "lower(sp.parentSpanId) = lower(sp.spanId)",
+        _ids_odd("sp.traceId", "sp.spanId", "sp.parentSpanId"),
         f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, sp.attributes)",
         f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, rs.resource.attributes)",
         f"arrayExists(e -> {ev_odd}, sp.events)",
@@ -228,12 +232,16 @@ def _store_typed(column: str) -> str:
 
 def _store_rounds() -> str:
     """A span's speculate.round events (Events.Name, Events.Attributes) as load.py's tuples."""
-    m = "Events.Attributes[x]"
+    m = "m"
     fields = ", ".join([f"toInt64OrZero({m}['{sc.ROUND_DRAFTED}'])", f"toInt64OrZero({m}['{sc.ROUND_ACCEPTED}'])",
                         f"toFloat64OrZero({m}['{sc.ROUND_DRAFT_S}'])", f"toFloat64OrZero({m}['{sc.ROUND_VERIFY_S}'])",
                         f"toInt64OrZero({m}['{sc.ROUND_K}'])", f"toInt64OrZero({m}['{sc.ROUND_TREE_DEPTH}'])"])
-    return (f"arrayMap(x -> tuple({fields}), "
-            f"arrayFilter(x -> Events.Name[x] = '{sc.EVENT_SPECULATE_ROUND}', arrayEnumerate(Events.Name)))")
+    return f"arrayMap(m -> tuple({fields}), {_ROUND_MAPS})"
+
+
+# the round events' attribute maps, in order (each map taken once: `Events.Attributes[x]` per
+# field cut a map out of the column's array each time)
+_ROUND_MAPS = f"arrayFilter((m, n) -> n = '{sc.EVENT_SPECULATE_ROUND}', Events.Attributes, Events.Name)"
 
 
 def _store_value_odd(types: dict[str, str]) -> str:
@@ -253,13 +261,10 @@ def _store_odd() -> str:
     """SQL over one row `o` of the exporter's table: true where the per-span reader would word a
     problem about it or read it otherwise (ids that are not hex, a span its own parent, a name
     that may not be text, an odd attribute or round event)."""
-    m = "Events.Attributes[x]"
-    rounds = (f"arrayExists(x -> Events.Name[x] = '{sc.EVENT_SPECULATE_ROUND}' AND arrayExists((k, v) -> "
-              f"{_store_value_odd(ROUND_TYPES)}, mapKeys({m}), mapValues({m})), arrayEnumerate(Events.Name))")
+    rounds = (f"arrayExists(m -> arrayExists((k, v) -> {_store_value_odd(ROUND_TYPES)}, mapKeys(m), mapValues(m)), "
+              f"{_ROUND_MAPS})")
     return " OR ".join([
-        f"NOT {_ID.format(x='o.TraceId', n=32)}", f"NOT {_ID.format(x='o.SpanId', n=16)}",
-        f"NOT (o.ParentSpanId = '' OR {_ID.format(x='o.ParentSpanId', n=16)})",
-        "lower(o.ParentSpanId) = lower(o.SpanId)",
+        _ids_odd("o.TraceId", "o.SpanId", "o.ParentSpanId"),
         "o.SpanName = '' OR match(o.SpanName, '^[-+0-9.eE]+$') OR NOT isValidUTF8(o.SpanName)",
         *(f"arrayExists((k, v) -> {_store_value_odd(ATTRIBUTE_TYPES)}, mapKeys({m}), mapValues({m}))"
           for m in ("o.SpanAttributes", "o.ResourceAttributes")),
