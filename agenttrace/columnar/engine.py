@@ -105,7 +105,7 @@ class Engine:
         """Each file's spans into `spans` (a new table), in input order above every span loaded
         before (`next_i`: a batch's files follow the last batch's); what each input held, by
         segment (report.inputs)."""
-        self.q(load.TABLE)
+        self.q(load.table())
         out = []
         for f in files:
             path = quoted(str(f))
@@ -113,7 +113,14 @@ class Engine:
             if odd:
                 raise ColumnarError(f"{f}: {odd} line(s) the per-span reader reads otherwise (not OTLP/JSON requests, "
                                     "or values that are not of their JSON type)")
-            self.q(load.file_insert(path, self.next_i))
+            # the parser leaves a block per line in the table it fills (a LowCardinality dictionary
+            # each); copied, they become a few large ones: every query after reads them faster
+            # (1M spans: the copy 0.13 s, the queries ~0.6 s less, the peak ~0.1 GB less)
+            self.drop([load.STAGED])
+            self.q(load.table(load.STAGED))
+            self.q(load.file_insert(path, self.next_i, load.STAGED))
+            self.q(f"INSERT INTO spans SELECT * FROM {load.STAGED}")
+            self.drop([load.STAGED])
             part, top = self._part(self.next_i, _LAST)
             seen = input_figures(readings.reading(str(f), part))
             if seen.spans:  # the per-span path lists an input only when it gave spans
@@ -131,7 +138,7 @@ class Engine:
         by_row = check_table(self.store, query.table).endswith("MergeTree")  # its rows named by part and offset
         if query.limits.deadline_s:  # each statement's bound on the server (the per-span read's is the whole read's)
             self.q(f"SET max_execution_time = {max(1, math.ceil(query.limits.deadline_s))}")
-        self.q(load.TABLE)
+        self.q(load.table())
         where, params = filters(query)
         self.q(load.store_insert(query.table, where, by_row), params)
         if by_row and self.scalar(f"SELECT count() FROM spans WHERE i = {load.UNPLACED}"):

@@ -85,13 +85,19 @@ _STATUS = ("multiIf({c} IN ('2', 'STATUS_CODE_ERROR', 'Error'), 'ERROR', {c} IN 
            "'UNSET')")
 # A temporary table: it lives as long as the session (a server's, or chdb's in this process) and
 # never lands in the store's database, whatever that holds (a table of its own named spans).
-TABLE = """CREATE TEMPORARY TABLE spans (
+_TABLE = """CREATE TEMPORARY TABLE {name} (
   i UInt64, h UInt64, ph UInt64, trace_id String, span_id String, name LowCardinality(String),
   kind LowCardinality(String), status LowCardinality(String), start_ns Int64, end_ns Int64,
   run_label LowCardinality(String), run_id LowCardinality(String), segment LowCardinality(String),
   scope LowCardinality(String), attrs Map(LowCardinality(String), String),
   rounds Array(Tuple(Int64, Int64, Float64, Float64, Int64, Int64)), odd Bool
 ) ENGINE = Memory"""
+STAGED = "spans_in"  # a file's spans before they join `spans` (engine.load_files)
+
+
+def table(name: str = "spans") -> str:
+    """SQL creating the span table (or another of its columns, `STAGED`)."""
+    return _TABLE.format(name=name)
 
 
 def _keys(types: dict[str, str], kind: str) -> str:
@@ -183,14 +189,14 @@ def line_check(path_sql: str) -> str:
 LINE_STRIDE = 1 << 32
 
 
-def file_insert(path_sql: str, first: int) -> str:
+def file_insert(path_sql: str, first: int, into: str = "spans") -> str:
     """Spans of one OTLP/JSON lines file (`path_sql`: a quoted SQL string) into `spans`; `first`:
     the input order of its first span, and each next one's above it (not contiguous: the file's
     line number and the span's place in its line, so the order never depends on which thread
     parsed which line: a row number over the blocks did, on files of many blocks). Hex ids are
     lower-cased (the per-span path does)."""
     scope = "arraySum(arraySlice(scopes_per_resource, 1, rn - 1)) + sn"
-    return f"""INSERT INTO spans SELECT
+    return f"""INSERT INTO {into} SELECT
   {first} + line_no * {LINE_STRIDE} + arraySum(arraySlice(spans_per_scope, 1, {scope} - 1)) + pn - 1 AS i,
   cityHash64(trace_id, span_id) AS h, cityHash64(trace_id, lower(sp.parentSpanId)) AS ph,
   lower(sp.traceId) AS trace_id, lower(sp.spanId) AS span_id, sp.name AS name,

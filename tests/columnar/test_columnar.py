@@ -173,7 +173,7 @@ def test_input_order_is_the_files_whatever_thread_parsed_a_line(tmp_path):
             for ss in rs["scopeSpans"] for s in ss["spans"]]
     for _ in range(3):
         engine = Engine(threads=2)
-        engine.q(load.TABLE)
+        engine.q(load.table())
         engine.q(load.file_insert(f"'{path}'", 0))
         assert engine.table("SELECT span_id FROM spans ORDER BY i")[0]["span_id"] == want
 

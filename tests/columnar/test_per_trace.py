@@ -106,13 +106,13 @@ def test_what_a_convention_may_map_is_found_by_the_query_for_every_framework_spa
     # unknown stays with the queries as "no known convention", so it must never be one they map
     from agenttrace.columnar.coverage import recognisable
     from agenttrace.columnar.engine import Engine
-    from agenttrace.columnar.load import TABLE, file_insert
+    from agenttrace.columnar.load import file_insert, table
     from agenttrace.traces.conventions import classify
     from agenttrace.traces.load import load_spans
 
     files = sorted(FRAMEWORKS.glob("*.jsonl"))
     engine = Engine(threads=1)
-    engine.q(TABLE)
+    engine.q(table())
     for n, f in enumerate(files):
         engine.q(file_insert(f"'{f}'", n << 48))
     rows, _ = engine.table(f"SELECT trace_id, span_id, {recognisable()} AS maybe FROM spans WHERE segment = ''")

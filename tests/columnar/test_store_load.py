@@ -40,7 +40,7 @@ def store(tmp_path_factory) -> str:
 
 def _table(store: str, by_row: bool) -> list[tuple]:
     engine = Engine(store=connect(store))
-    engine.q(load.TABLE)
+    engine.q(load.table())
     engine.q(load.store_insert("otel_traces", "", by_row))
     rows = engine.store.rows("SELECT i, h, trace_id, span_id, attrs, odd FROM spans ORDER BY i")
     engine.q("DROP TEMPORARY TABLE spans")
