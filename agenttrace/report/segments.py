@@ -20,6 +20,7 @@ All arithmetic is in integer nanoseconds, so the segments of a span sum to its d
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -34,6 +35,7 @@ _DRAFT, _VERIFY, _GENERATION = _INDEX["draft"], _INDEX["verify"], _INDEX["genera
 _CONSTRAIN = _INDEX["constrain"]
 _AS_OTHER = {sc.Segment.AGENT.value, sc.Segment.STEP.value, sc.Segment.ATTEMPT.value}
 _N = len(SEGMENT_FIELDS)
+_VALUES = operator.attrgetter(*SEGMENT_FIELDS)
 
 
 @dataclass(slots=True)
@@ -180,11 +182,9 @@ def breakdown(tree: SpanTree, root: SpanRecord) -> Breakdown:
 
 def add_segments(totals: list[float], st: SegmentTimes | None) -> None:
     """Adds segment times field-wise into `totals` (a float per segment); None counts as zero."""
-    if st is None:
+    if st is None or st is _ZERO:  # adding 0.0 leaves every total as it is
         return
-    d = st.__dict__
-    for i, name in enumerate(SEGMENT_FIELDS):
-        totals[i] += d[name]
+    totals[:] = map(operator.add, totals, _VALUES(st))
 
 
 def segment_times(totals: list[float]) -> SegmentTimes:
