@@ -15,15 +15,13 @@ from typing import Any
 from agenttrace import semconv as sc
 from agenttrace.core.costmodel import RoundStats
 from agenttrace.report.figures import TaskAnalysis, not_inferred
-from agenttrace.report.model import SEGMENT_FIELDS, StepFigures, TaskFigures, lean
+from agenttrace.report.model import StepFigures, TaskFigures, lean
 from agenttrace.report.segments import Breakdown, sum_segments
 from agenttrace.report.spec import AcceptanceStats, acceptance_stats, aggregate, generation_figures, totals
 from agenttrace.report.stages import stage_times
 from agenttrace.traces.span_records import SpanRecord
 
 NS = 1e9
-_INDEX = {name: i for i, name in enumerate(SEGMENT_FIELDS)}
-_N = len(SEGMENT_FIELDS)
 
 
 def typed(value: str) -> Any:
@@ -100,16 +98,10 @@ class _Kids:
         return self.kids_of.get(id(span), [])
 
 
-def pivot(seg_rows: dict[str, list]) -> dict[tuple[int, int], Breakdown]:
-    """(kind, owner) -> its Breakdown (on-path ns and overlap ns by segment)."""
-    out: dict[tuple[int, int], Breakdown] = {}
-    for kind, owner, seg, on, ns in zip(seg_rows["kind"], seg_rows["owner"], seg_rows["segment"],
-                                        seg_rows["on"], seg_rows["ns"], strict=True):
-        b = out.get((kind, owner))
-        if b is None:
-            b = out[(kind, owner)] = Breakdown()
-        (b.ns if on else b.overlap_ns)[_INDEX[seg]] += ns
-    return out
+def pivot(segs: dict[str, list]) -> dict[tuple[int, int], Breakdown]:
+    """(kind, owner) -> its Breakdown (on-path ns and overlap ns by segment), from rows.segment_times."""
+    return {(kind, owner): Breakdown(on, off) for kind, owner, on, off in
+            zip(segs["kind"], segs["owner"], segs["on_ns"], segs["off_ns"], strict=True)}
 
 
 _NONE = Breakdown()

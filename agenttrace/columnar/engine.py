@@ -235,7 +235,7 @@ class Engine:
         steps, b2 = self.table(rows.step_rows())
         attempts, b3 = self.table(rows.attempt_rows())
         gens, b4 = self.table(rows.generation_rows())
-        segs, b5 = self.table(rows.segment_rows())
+        segs, b5 = self.table(rows.segment_times())
         given, worded = per_span_figures(special)
         if worded:
             return Outcome(None, f"tasks the per-span code words problems about ({worded[0]})")

@@ -5,13 +5,14 @@ spans), as queries over the tables `tree.py` made. The rules are `report/figures
   made its decision at the end of its last successful parse;
 - an attempt is valid when its parse and validation (the last of each) held; one with neither
   when its outcome is ok;
-- segment times come back long: (owner, segment, on the owner's path, ns).
+- segment times come back by owner: nanoseconds by segment on the owner's path and beside it.
 """
 
 from __future__ import annotations
 
 from agenttrace import semconv as sc
 from agenttrace.columnar.tree import is_true, narrow, num, text
+from agenttrace.report.model import SEGMENT_FIELDS
 from agenttrace.report.spec import GENERATION_KEYS
 
 
@@ -19,9 +20,19 @@ def _int(key: str, m: str = "s.attrs") -> str:
     return f"toInt64({num(key, m)})"
 
 
-def segment_rows(p: str = "x_") -> str:
-    """(kind, owner, segment, on, ns): kind 0 the task, 1 a step, 2 the retry cost of a step (its
-    attempts whose outcome is not ok, their own segment times)."""
+def segment_times(p: str = "x_") -> str:
+    """(kind, owner, on_ns, off_ns): kind 0 the task, 1 a step, 2 the retry cost of a step (its
+    attempts whose outcome is not ok, their own segment times); on_ns the nanoseconds on the
+    owner's path, off_ns those beside it, each an array in SEGMENT_FIELDS' order."""
+    def by_segment(on: str) -> str:
+        return "[" + ", ".join(f"sumIf(ns, segment = '{s}' AND {on})" for s in SEGMENT_FIELDS) + "]"
+
+    return f"""SELECT kind, owner, {by_segment('on')} AS on_ns, {by_segment('NOT on')} AS off_ns
+FROM ({_segment_rows(p)}) GROUP BY kind, owner"""
+
+
+def _segment_rows(p: str) -> str:
+    """(kind, owner, segment, on, ns), long."""
     parts = "arrayJoin([(seg, seg_ns), ('draft', draft_ns), ('verify', verify_ns), ('constrain', constrain_ns)])"
     ok = sc.AttemptOutcome.OK.value
     return f"""WITH parts AS (

@@ -40,10 +40,6 @@ STEP_DISTRIBUTIONS = ("step_wall", "step_ttvtc", "retry_per_step")
 GEN_DISTRIBUTIONS = ("tokens_per_s", "decode_per_token", "acceptance")
 
 
-def _ns_by_segment(on: str) -> str:
-    return "[" + ", ".join(f"sumIf(ns, segment = '{s}' AND {on})" for s in SEGMENT_FIELDS) + "]"
-
-
 def _seconds(arr: str) -> str:
     return f"arrayMap(x -> x / 1e9, {arr})"
 
@@ -139,8 +135,7 @@ def statements(p: str = "x_") -> list[str]:
 SELECT (start_ns, task) AS o, task, nullIf(run_label, '') AS label, outcome, start_ns, end_ns
 FROM ({rows.task_rows(p)})""",
         f"""CREATE TEMPORARY TABLE {p}seg {_M} AS
-SELECT kind, owner, {_ns_by_segment('on')} AS on_ns, {_ns_by_segment('NOT on')} AS off_ns
-FROM ({rows.segment_rows(p)}) GROUP BY kind, owner""",
+{rows.segment_times(p)}""",
         # the charge is read only by the segment times above (the rows path, should a check below
         # send the input there, remakes the tree: engine.py); its memory goes to the next tables'
         f"DROP TEMPORARY TABLE {p}c",
