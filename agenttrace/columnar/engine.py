@@ -140,9 +140,18 @@ class Engine:
             self.q(f"SET max_execution_time = {max(1, math.ceil(query.limits.deadline_s))}")
         self.q(load.table())
         where, params = filters(query)
-        self.q(load.store_insert(query.table, where, by_row), params)
-        if by_row and self.scalar(f"SELECT count() FROM spans WHERE i = {load.UNPLACED}"):
-            self.q("TRUNCATE TABLE spans")  # a merge moved rows between the statement's reads: sort them whole
+        if by_row:
+            try:
+                self.q(load.store_insert(query.table, where, by_row=True), params)
+                # a row the order did not place: a merge moved rows between the statement's reads
+                by_row = not self.scalar(f"SELECT count() FROM spans WHERE i = {load.UNPLACED}")
+            except ColumnarError as exc:
+                if "_part" not in str(exc):
+                    raise
+                by_row = False  # a server without the rows' part and offset (older than 22.x)
+            if not by_row:
+                self.q("TRUNCATE TABLE spans")
+        if not by_row:  # the order sorted with every column
             self.q(load.store_insert(query.table, where), params)
         self.query, self.source = query, f"{self.store.name} {query.table}"  # the store's name: no password
         seen = input_figures(readings.reading(self.source, self._part(0, _LAST)[0]))

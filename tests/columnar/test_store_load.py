@@ -14,6 +14,7 @@ pytest.importorskip("chdb")
 from agenttrace.bench.synthetic import generate
 from agenttrace.columnar import load
 from agenttrace.columnar.engine import Engine
+from agenttrace.errors import ClickHouseError
 from agenttrace.report.build import report_clickhouse
 from agenttrace.traces.clickhouse import ClickHouseQuery, check_table, connect
 from agenttrace.traces.clickhouse_export import export_spans
@@ -82,4 +83,25 @@ def test_a_row_the_order_did_not_place_reads_the_store_again_sorted_whole(store)
     inserts = [s for s in moved.statements if s.startswith("INSERT INTO spans")]
     assert len(inserts) == 2 and ") AS ord ON" in inserts[0] and ") AS ord ON" not in inserts[1]
     assert "TRUNCATE TABLE spans" in moved.statements
+    assert outcome.report.model_dump_json() == report_clickhouse(query).model_dump_json()
+
+
+class _OldServer(_MovedRows):
+    """The store, refusing the rows' part and offset as a server before them would."""
+
+    def command(self, sql, params=None):
+        if "_part_offset" in sql:
+            self.statements.append(sql)
+            raise ClickHouseError("Code: 47. DB::Exception: Missing columns: '_part_offset' (UNKNOWN_IDENTIFIER)")
+        return super().command(sql, params)
+
+
+def test_a_server_without_the_rows_part_and_offset_gets_the_order_sorted_whole(store):
+    query = ClickHouseQuery(store)
+    old = _OldServer(connect(store))
+    engine = Engine(1, old)
+    outcome = engine.figures([query.describe()], engine.load_store(query), [], None)
+    assert outcome.reason is None, outcome.reason
+    inserts = [s for s in old.statements if s.startswith("INSERT INTO spans")]
+    assert len(inserts) == 2 and "_part_offset" in inserts[0] and "_part_offset" not in inserts[1]
     assert outcome.report.model_dump_json() == report_clickhouse(query).model_dump_json()
