@@ -245,11 +245,15 @@ class Engine:
         attempts, b3 = self.table(rows.attempt_rows())
         gens, b4 = self.table(rows.generation_rows())
         segs, b5 = self.table(rows.segment_times())
+        path, b6 = self.table(rows.path_spans())
+        # every row is out: the tree's tables go, and the spans unless routed traces' readings will
+        # read them (Engine._inputs); their memory goes to the records made next
+        self.drop([*tree.created(tree.statements()), *([] if pending is not None else ["spans"])])
+        self.store.release_memory()
         given, worded = per_span_figures(special)
         if worded:
             return Outcome(None, f"tasks the per-span code words problems about ({worded[0]})")
         made = analyses(tasks, steps, attempts, gens, pivot(segs), given)
-        path, b6 = self.table(rows.path_spans())
         add_critical_paths({t: a.figures for t, a in zip(tasks["task"], made, strict=True) if t not in given}, path)
         routed = pending.result() if pending is not None else None
         if isinstance(routed, str):

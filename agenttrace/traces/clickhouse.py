@@ -152,6 +152,11 @@ class Store(Protocol):
 
     def insert_json_rows(self, table: str, lines: Sequence[bytes]) -> None: ...
 
+    def release_memory(self) -> None:
+        """Memory the engine freed given back to the system, where the engine runs in this process
+        (its allocator keeps freed pages for reuse); nothing for a server."""
+        ...
+
     def insert_parquet(self, table: str, path: str) -> int:
         """The rows of the Parquet file at `path` (on this machine) into `table`, columns matched by
         name (ClickHouse's Parquet input: a column the file lacks takes its default, one the table
@@ -219,6 +224,10 @@ class _Chdb:
     def insert_json_rows(self, table: str, lines: Sequence[bytes]) -> None:
         if lines:
             self._query(f"INSERT INTO {table} FORMAT JSONEachRow\n" + b"\n".join(lines).decode(), "CSV")
+
+    def release_memory(self) -> None:
+        with suppress(ClickHouseError):  # a build without jemalloc: its pages stay, nothing else changes
+            self._query("SYSTEM JEMALLOC PURGE", "CSV")
 
     def insert_parquet(self, table: str, path: str) -> int:
         rows = self.rows(f"SELECT count() FROM file({quoted(path)}, Parquet)")
@@ -299,6 +308,9 @@ class _Http:
     def insert_parquet(self, table: str, path: str) -> int:
         with open(path, "rb") as f, self._said():  # sent as it is read; the server parses it
             return int(self._client.raw_insert(table, insert_block=f, fmt="Parquet").written_rows)
+
+    def release_memory(self) -> None:
+        pass  # the server's memory is the server's
 
 
 def connect(url: str, *, timeout_s: float | None = None) -> Store:
