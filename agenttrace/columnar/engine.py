@@ -140,22 +140,26 @@ class Engine:
             self.q(f"SET max_execution_time = {max(1, math.ceil(query.limits.deadline_s))}")
         self.q(load.table())
         where, params = filters(query)
-        if by_row:
-            try:
-                self.q(load.store_insert(query.table, where, by_row=True), params)
-                # a row the order did not place: a merge moved rows between the statement's reads
-                by_row = not self.scalar(f"SELECT count() FROM spans WHERE i = {load.UNPLACED}")
-            except ColumnarError as exc:
-                if "_part" not in str(exc):
-                    raise
-                by_row = False  # a server without the rows' part and offset (older than 22.x)
-            if not by_row:
-                self.q("TRUNCATE TABLE spans")
-        if not by_row:  # the order sorted with every column
+        if not (by_row and self._placed_by_row(query.table, where, params)):  # the order sorted with every column
             self.q(load.store_insert(query.table, where), params)
         self.query, self.source = query, f"{self.store.name} {query.table}"  # the store's name: no password
         seen = input_figures(readings.reading(self.source, self._part(0, _LAST)[0]))
         return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked
+
+    def _placed_by_row(self, table: str, where: str, params: dict) -> bool:
+        """The store's spans into `spans` in the order sorted on their keys and rows
+        (load.store_insert's `by_row`); False, the table emptied, when a row was not placed (a
+        merge moved rows between the statement's reads) or the server has no rows' part and
+        offset (older than 22.x)."""
+        try:
+            self.q(load.store_insert(table, where, by_row=True), params)
+            if not self.scalar(f"SELECT count() FROM spans WHERE i = {load.UNPLACED}"):
+                return True
+        except ColumnarError as exc:
+            if "_part" not in str(exc):
+                raise
+        self.q("TRUNCATE TABLE spans")
+        return False
 
     def make_tree(self, checks: Sequence[tuple[str, str]] | None = None) -> str | None:
         """The tree's tables made; the reason the queries do not cover the spans, if one applies

@@ -358,9 +358,9 @@ def check_table(store: Store, table: str) -> str:
     what it lacks, unless it has the exporter's columns."""
     table = _identifier(table)
     db, _, name = table.rpartition(".")
-    where = "table = {t:String}" + (" AND database = {d:String}" if db else " AND database = currentDatabase()")
+    database = "database = {d:String}" if db else "database = currentDatabase()"
     params = {"t": name, "d": db} if db else {"t": name}
-    found = {r[0] for r in store.rows(f"SELECT name FROM system.columns WHERE {where}", params)}
+    found = {r[0] for r in store.rows(f"SELECT name FROM system.columns WHERE table = {{t:String}} AND {database}", params)}
     if not found:
         raise ClickHouseError(f"{store.name}: no table {table}; create it with the OpenTelemetry Collector's ClickHouse "
                               "exporter (or `agenttrace export --clickhouse`)")
@@ -368,7 +368,7 @@ def check_table(store: Store, table: str) -> str:
     if missing:
         raise ClickHouseError(f"{store.name}: table {table} is not the OpenTelemetry exporter's traces table: it has no "
                               f"{', '.join(missing)}")
-    engine = store.rows(f"SELECT engine FROM system.tables WHERE {where.replace('table =', 'name =')}", params)
+    engine = store.rows(f"SELECT engine FROM system.tables WHERE name = {{t:String}} AND {database}", params)
     return str(engine[0][0]) if engine else ""
 
 

@@ -74,16 +74,23 @@ class _MovedRows:
         return self.real.command(sql, params)
 
 
-def test_a_row_the_order_did_not_place_reads_the_store_again_sorted_whole(store):
+def _report(store: str, wrapper) -> tuple[object, list[str], str]:
+    """The columnar report of the whole store through `wrapper` around it; the report's Outcome,
+    the statements it saw, and the per-span path's JSON of the same traces."""
     query = ClickHouseQuery(store)
-    moved = _MovedRows(connect(store))
-    engine = Engine(1, moved)
+    wrapped = wrapper(connect(store))
+    engine = Engine(1, wrapped)
     outcome = engine.figures([query.describe()], engine.load_store(query), [], None)
     assert outcome.reason is None, outcome.reason
-    inserts = [s for s in moved.statements if s.startswith("INSERT INTO spans")]
+    return outcome, wrapped.statements, report_clickhouse(query).model_dump_json()
+
+
+def test_a_row_the_order_did_not_place_reads_the_store_again_sorted_whole(store):
+    outcome, statements, ref = _report(store, _MovedRows)
+    inserts = [s for s in statements if s.startswith("INSERT INTO spans")]
     assert len(inserts) == 2 and ") AS ord ON" in inserts[0] and ") AS ord ON" not in inserts[1]
-    assert "TRUNCATE TABLE spans" in moved.statements
-    assert outcome.report.model_dump_json() == report_clickhouse(query).model_dump_json()
+    assert "TRUNCATE TABLE spans" in statements
+    assert outcome.report.model_dump_json() == ref
 
 
 class _OldServer(_MovedRows):
@@ -97,11 +104,7 @@ class _OldServer(_MovedRows):
 
 
 def test_a_server_without_the_rows_part_and_offset_gets_the_order_sorted_whole(store):
-    query = ClickHouseQuery(store)
-    old = _OldServer(connect(store))
-    engine = Engine(1, old)
-    outcome = engine.figures([query.describe()], engine.load_store(query), [], None)
-    assert outcome.reason is None, outcome.reason
-    inserts = [s for s in old.statements if s.startswith("INSERT INTO spans")]
+    outcome, statements, ref = _report(store, _OldServer)
+    inserts = [s for s in statements if s.startswith("INSERT INTO spans")]
     assert len(inserts) == 2 and "_part_offset" in inserts[0] and "_part_offset" not in inserts[1]
-    assert outcome.report.model_dump_json() == report_clickhouse(query).model_dump_json()
+    assert outcome.report.model_dump_json() == ref
