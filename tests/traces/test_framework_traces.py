@@ -29,6 +29,7 @@ from agenttrace.report.build import report_from_files, report_streamed  # noqa: 
 
 TRUTHS = sorted(RECORDED.glob("*.truth.json"))
 # the two re-recorded at the end, built in the background from the session's start (conftest.py)
+_TIMES = {"ttvtc_s", "tool_s"}  # the figures compared within a tolerance, not exactly
 CACHED_ENVIRONMENTS = ("framework:openai_agents:requirements.txt", "framework:pydantic_ai:requirements.txt")
 
 
@@ -106,7 +107,15 @@ def test_recording_a_framework_afresh_gives_a_trace_whose_report_is_its_truth(na
     import record
 
     (rec,) = [r for r in record.recordings() if r.name == name]
-    trace, truth_path = record.record(rec, tmp_path)
-    truth = json.loads(truth_path.read_text())
-    assert all(t["error"] is None for t in truth["tasks"])
-    assert _differences(report_streamed([str(trace)]), truth) == []
+    for attempt in (1, 2):
+        trace, truth_path = record.record(rec, tmp_path / f"attempt{attempt}")
+        truth = json.loads(truth_path.read_text())
+        assert all(t["error"] is None for t in truth["tasks"])
+        report = report_streamed([str(trace)])
+        missed = {f.name for f in figures(report, truth) if not f.ok}
+        # A span measures the framework's own work around a tool body too; on a busy 2-core machine
+        # that once took 88 ms for a raising body (CI), past the 20 ms tolerance. Such a stall shows
+        # as a time alone: recorded once more, it must not recur. Anything else fails at once.
+        if not missed or not missed <= _TIMES:
+            break
+    assert _differences(report, truth) == []
