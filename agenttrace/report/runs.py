@@ -3,6 +3,7 @@ p50/p95/p99 and counts across tasks, steps and generations (SPANS.md)."""
 
 from __future__ import annotations
 
+import copy
 import operator
 from collections import defaultdict
 from collections.abc import Iterable
@@ -164,7 +165,9 @@ class ReportFold:
         self.keep_tasks = keep_tasks
         self.tasks: list[TaskFigures] = []
         self.run = RunFold(limit)
-        self.labels: dict[str | None, RunFold] = {}
+        # Each run label's fold; None for the first label while it is the only one: the run's fold
+        # holds its tasks (a report of one run, the usual case, folds every task once, not twice).
+        self.labels: dict[str | None, RunFold | None] = {}
         self.whatif = WhatIfFold()
         self.roofline = RooflineFold()
 
@@ -172,18 +175,23 @@ class ReportFold:
         t = a.figures
         if self.keep_tasks:
             self.tasks.append(t)
+        label = t.run_label
+        if label not in self.labels:
+            if len(self.labels) == 1:  # a second label: the first's tasks so far are the run's
+                (first,) = self.labels
+                self.labels[first] = copy.deepcopy(self.run)  # the same tasks in the same order, seeds and all
+            self.labels[label] = RunFold(self.limit) if self.labels else None
         self.run.add(t)
-        fold = self.labels.get(t.run_label)
-        if fold is None:
-            fold = self.labels[t.run_label] = RunFold(self.limit)
-        fold.add(t)
+        fold = self.labels[label]
+        if fold is not None:
+            fold.add(t)
         self.whatif.add(a)
         self.roofline.add(t)
 
     def report(self, sources: list[str], problems: list[str]) -> Report:
         labels = list(self.labels)
         run = self.run.figures(labels[0] if len(labels) == 1 else None)
-        by_label = [self.labels[lab].figures(lab) for lab in labels] if len(labels) > 1 else [run]
+        by_label = [fold.figures(lab) for lab, fold in self.labels.items() if fold is not None] if len(labels) > 1 else [run]
         return Report(sources=sources, problems=problems, run=run, tasks=self.tasks, by_label=by_label,
                       whatif=self.whatif.figures(),
                       roofline=self.roofline.figures(labels if len(labels) > 1 else [None]))

@@ -10,6 +10,8 @@ import pytest
 from agenttrace.bench.synthetic import generate
 from agenttrace.cli import main
 from agenttrace.report.build import report_streamed
+from agenttrace.report.figures import TaskAnalysis
+from agenttrace.report.runs import ReportFold, RunFold
 from agenttrace.report.stats import Sampler, distribution
 
 
@@ -70,6 +72,34 @@ def test_a_summary_over_its_sample_size_keeps_counts_and_totals_exact(tmp_path):
     assert (s.step_wall.min, s.step_wall.max) == (f.step_wall.min, f.step_wall.max)
     assert s.step_wall.mean == pytest.approx(f.step_wall.mean, rel=1e-9)
     assert s.step_segments.tool.count == f.step_segments.tool.count and s.step_segments.tool.sample == 100
+
+
+def _folded(tasks, limit) -> RunFold:
+    fold = RunFold(limit)
+    for t in tasks:
+        fold.add(t)
+    return fold
+
+
+@pytest.mark.parametrize("limit", [None, 100])
+def test_each_label_is_folded_apart_though_one_label_alone_is_folded_once(tmp_path, limit):
+    """The run's fold stands for the first label until a second arrives (here after 250 tasks,
+    past a sample of 100): each label's figures are still those of its own tasks folded apart."""
+    path = tmp_path / "synthetic.jsonl"
+    generate(path, 6_000, seed=3)
+    tasks = report_streamed([str(path)]).tasks
+    a = [t.model_copy(update={"run_label": "a"}) for t in tasks[:300]]
+    b = [t.model_copy(update={"run_label": "b"}) for t in tasks[300:]]
+    mixed = [*a[:250], *(t for pair in zip(b[:50], a[250:], strict=True) for t in pair), *b[50:]]
+    for order, labels in ((mixed, ("a", "b")), (a, ("a",))):
+        fold = ReportFold(limit)
+        for t in order:
+            fold.add(TaskAnalysis(t, []))
+        report = fold.report([], [])
+        assert [r.label for r in report.by_label] == list(labels)
+        for label, figures in zip(labels, report.by_label, strict=True):
+            assert figures == _folded([t for t in order if t.run_label == label], limit).figures(label)
+    assert fold.labels == {"a": None}  # one label: folded once, into the run's fold
 
 
 def test_report_sample_prints_the_summary(tmp_path, capsys):
