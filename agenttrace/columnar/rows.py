@@ -20,33 +20,38 @@ def _int(key: str, m: str = "s.attrs") -> str:
     return f"toInt64({num(key, m)})"
 
 
+_N = len(SEGMENT_FIELDS)
+# A span's own nanoseconds (tree.py's `{p}c`) as an array in SEGMENT_FIELDS' order: its segment's
+# time, and a generation's draft, verify and constrain parts at theirs.
+_PARTS = {"draft": " + draft_ns", "verify": " + verify_ns", "constrain": " + constrain_ns"}
+_BY_SEGMENT = "[" + ", ".join(f"if(seg = '{s}', seg_ns, 0){_PARTS.get(s, '')}" for s in SEGMENT_FIELDS) + "]"
+
+
+def _sums(condition: str, v: str = "v") -> str:
+    """The arrays of the rows where `condition` holds, summed element-wise (zeros when none)."""
+    return f"arrayResize(sumForEachIf({v}, {condition}), {_N}, toInt64(0))"
+
+
 def segment_times(p: str = "x_") -> str:
     """(kind, owner, on_ns, off_ns): kind 0 the task, 1 a step, 2 the retry cost of a step (its
     attempts whose outcome is not ok, their own segment times); on_ns the nanoseconds on the
-    owner's path, off_ns those beside it, each an array in SEGMENT_FIELDS' order."""
-    def by_segment(on: str) -> str:
-        return "[" + ", ".join(f"sumIf(ns, segment = '{s}' AND {on})" for s in SEGMENT_FIELDS) + "]"
-
-    return f"""SELECT kind, owner, {by_segment('on')} AS on_ns, {by_segment('NOT on')} AS off_ns
-FROM ({_segment_rows(p)}) GROUP BY kind, owner"""
-
-
-def _segment_rows(p: str) -> str:
-    """(kind, owner, segment, on, ns), long."""
-    parts = "arrayJoin([(seg, seg_ns), ('draft', draft_ns), ('verify', verify_ns), ('constrain', constrain_ns)])"
+    owner's path, off_ns those beside it, each an array in SEGMENT_FIELDS' order. An owner gets a
+    row when a span of it has time (`nz`). Summed as arrays, a row per span: a row per span and
+    segment grouped twice took twice as long (0.47 against 0.25 s at 1M spans)."""
+    spans = f"(SELECT task, step, step_d, att, att_d, off_d, {_BY_SEGMENT} AS v, " \
+            f"seg_ns != 0 OR draft_ns != 0 OR verify_ns != 0 OR constrain_ns != 0 AS nz FROM {p}c)"
     ok = sc.AttemptOutcome.OK.value
-    return f"""WITH parts AS (
-  SELECT c.task AS task, c.step AS step, c.step_d AS step_d, c.att AS att, c.att_d AS att_d, c.off_d AS off_d,
-         {parts} AS part
-  FROM {p}c AS c
-), nz AS (SELECT * FROM parts WHERE part.2 != 0)
-SELECT 0 AS kind, task AS owner, part.1 AS segment, off_d = 0 AS on, sum(part.2) AS ns FROM nz GROUP BY owner, segment, on
+    return f"""SELECT 0 AS kind, task AS owner, {_sums('off_d = 0')} AS on_ns, {_sums('NOT (off_d = 0)')} AS off_ns
+FROM {spans} GROUP BY task HAVING countIf(nz) > 0
 UNION ALL
-SELECT 1, assumeNotNull(step), part.1, off_d <= step_d, sum(part.2) FROM nz WHERE step IS NOT NULL GROUP BY step, part.1, off_d <= step_d
+SELECT 1, assumeNotNull(step), {_sums('off_d <= step_d')}, {_sums('NOT (off_d <= step_d)')}
+FROM {spans} WHERE step IS NOT NULL GROUP BY step HAVING countIf(nz) > 0
 UNION ALL
-SELECT 2, assumeNotNull(nz.step), part.1, true, sum(part.2) FROM nz JOIN {narrow((sc.ATTEMPT_OUTCOME,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = nz.att
-WHERE nz.att IS NOT NULL AND nz.off_d <= nz.att_d AND if(a.attrs['{sc.ATTEMPT_OUTCOME}'] = '', '{ok}', {text(sc.ATTEMPT_OUTCOME, 'a.attrs')}) != '{ok}'
-GROUP BY nz.step, part.1
+SELECT 2, assumeNotNull(c.step), {_sums('c.nz', 'c.v')}, arrayWithConstant({_N}, toInt64(0))
+FROM {spans} AS c JOIN {narrow((sc.ATTEMPT_OUTCOME,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = c.att
+WHERE c.att IS NOT NULL AND c.off_d <= c.att_d
+  AND if(a.attrs['{sc.ATTEMPT_OUTCOME}'] = '', '{ok}', {text(sc.ATTEMPT_OUTCOME, 'a.attrs')}) != '{ok}'
+GROUP BY c.step HAVING countIf(c.nz) > 0
 SETTINGS join_use_nulls = 0"""
 
 
