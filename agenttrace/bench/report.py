@@ -139,13 +139,15 @@ def _measure_columnar(path: str, clock, store: str | None = None, sample: int | 
     from agenttrace.traces.load import iter_trace_files
 
     t0 = clock.now_ns()
-    if sample and not store:
+    if sample:
         from agenttrace.columnar.batches import BATCH_BYTES, batches
-        from agenttrace.columnar.engine import report_files
+        from agenttrace.columnar.engine import report_files, report_store
 
-        if len(batches(list(iter_trace_files([path])), BATCH_BYTES)) > 1:
-            # several batches: loading and analysing interleave, all counted as analyse
-            outcome = report_files([path], sample=sample)
+        # several batches of files, or a store (report_store reads it a batch of traces at a
+        # time where it holds more than one): loading and analysing interleave, all counted as analyse
+        if store or len(batches(list(iter_trace_files([path])), BATCH_BYTES)) > 1:
+            outcome = (report_store(ClickHouseQuery(store, "otel_traces"), sample=sample) if store
+                       else report_files([path], sample=sample))
             if outcome.report is None:
                 raise RuntimeError(f"the columnar engine does not cover {outcome.reason}")
             return {"spans": sum(i.spans for i in outcome.report.inputs), "tasks": outcome.report.run.tasks,

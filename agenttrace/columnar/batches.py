@@ -1,24 +1,27 @@
-"""A summary of many files in batches (issue 32: 10M spans in bounded memory): each batch of
-whole files is loaded, its tree and value tables made (`summary_sql.statements`), the values kept
-in tables of their own (`y_`) and everything else dropped before the next batch, so the engine
-holds one batch's spans at a time plus the values (a few floats per task, step and generation).
-The aggregates then run over the kept values, as over one batch's: every key that orders them
-(start, then input order) holds across batches, so the figures are those of one table
-(engine.report_files puts them together).
+"""A summary of many files, or of a large store, in batches (issue 32: 10M spans in bounded
+memory): each batch of whole files, or of a store's whole traces in input order, is loaded, its
+tree and value tables made (`summary_sql.statements`), the values kept in tables of their own
+(`y_`) and everything else dropped before the next batch, so the engine holds one batch's spans
+at a time plus the values (a few floats per task, step and generation). The aggregates then run
+over the kept values, as over one batch's: every key that orders them (start, then input order)
+holds across batches, so the figures are those of one table (engine.report_files and
+report_store put them together).
 
-A trace must lie in one batch (its figures come from its own spans): a trace met in two batches,
-or a batch that needs the rows (summary.prepare's reasons, or tasks the per-span code makes), hands
-the input to the per-span path with the reason.
+A trace must lie in one batch (its figures come from its own spans): a trace met in two batches
+of files, or a batch that needs the rows (summary.prepare's reasons, or tasks the per-span code
+makes), hands the input to the per-span path with the reason. A store's batches never split a
+trace (load.store_traces).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from agenttrace.columnar import coverage, summary
+from agenttrace.columnar import coverage, load, readings, summary
 from agenttrace.report.inputs import InputFigures
 
 BATCH_BYTES = 400_000_000  # files are grouped up to about this much (about half a million spans)
+BATCH_SPANS = 500_000  # a store's traces are read in batches of about this many spans
 # The value tables the aggregates read, each without the columns only `prepare` read (what made
 # the task values, and the checks): keeping them took the 10M-span summary's peak from 5.2 to 5.7 GB.
 KEPT = {"tv": "on_ns, off_ns",
@@ -48,6 +51,22 @@ def _drop(engine) -> None:
     engine.drop([*summary.made(), "spans"])
 
 
+def _keep(engine, n: int) -> str | None:
+    """Batch `n`'s tree and value tables made from the loaded `spans`, its values kept in the `y_`
+    tables; the reason it cannot be summarised this way (None: it was)."""
+    reason = engine.make_tree()
+    if reason is None and engine.scalar(f"SELECT count() FROM ({coverage.per_span_tasks()})"):
+        reason = "tasks whose figures the per-span code makes (the summary reads a batch at a time)"
+    reason = reason or summary.prepare(engine)
+    if reason:
+        return reason
+    for t, dropped in KEPT.items():
+        values = f"SELECT * EXCEPT ({dropped}) FROM x_{t}"
+        engine.q(f"CREATE TEMPORARY TABLE {PREFIX}{t} ENGINE = Memory AS {values}" if n == 0 else
+                 f"INSERT INTO {PREFIX}{t} {values}")
+    return None
+
+
 def load_in_batches(engine, groups: list[list[Path]]) -> tuple[list[InputFigures], str | None]:
     """Each group of files into `engine` (an Engine) in turn, its values kept in the `y_` tables;
     what each input held, and the reason a batch cannot be summarised this way (None: all were)."""
@@ -59,15 +78,25 @@ def load_in_batches(engine, groups: list[list[Path]]) -> tuple[list[InputFigures
         if engine.scalar(f"SELECT count() FROM spans WHERE cityHash64(trace_id) IN (SELECT h FROM {PREFIX}traces)"):
             return inputs, "traces whose spans lie in files of two batches (the summary reads a batch at a time)"
         engine.q(f"INSERT INTO {PREFIX}traces SELECT DISTINCT cityHash64(trace_id) FROM spans")
-        reason = engine.make_tree()
-        if reason is None and engine.scalar(f"SELECT count() FROM ({coverage.per_span_tasks()})"):
-            reason = "tasks whose figures the per-span code makes (the summary reads a batch at a time)"
-        reason = reason or summary.prepare(engine)
+        reason = _keep(engine, n)
         if reason:
             return inputs, reason
-        for t, dropped in KEPT.items():
-            values = f"SELECT * EXCEPT ({dropped}) FROM x_{t}"
-            engine.q(f"CREATE TEMPORARY TABLE {PREFIX}{t} ENGINE = Memory AS {values}" if n == 0 else
-                     f"INSERT INTO {PREFIX}{t} {values}")
     _drop(engine)  # only the values stay for the aggregates
     return inputs, None
+
+
+def load_store_in_batches(engine, numbers: list[int]) -> tuple[list[InputFigures], str | None]:
+    """A store's picked traces (Engine.store_batches: `numbers`) into `engine` a batch at a time,
+    each batch's values kept in the `y_` tables (a trace lies in one batch, and the input order
+    holds across them); what the store held, and the reason a batch cannot be summarised this way
+    (None: all were)."""
+    parts = []
+    for n, number in enumerate(numbers):
+        _drop(engine)
+        parts.append(engine.load_store_batch(number))
+        reason = _keep(engine, n)
+        if reason:
+            return [], reason
+    _drop(engine)
+    engine.drop([load.STORE_TRACES])
+    return engine.inputs_of(readings.merged(parts)), None

@@ -60,6 +60,7 @@ class Engine:
         self.next_i = 0  # the input order the next file's first span takes (above every loaded one)
         self.files: list[per_trace.FileRange] = []  # where each file's spans were read from
         self.query = None  # or the store's ClickHouseQuery they were
+        self._read: tuple[bool, str, dict] = (False, "", {})  # a store read in batches: Engine._store's
         self.source = ""  # the store's input, as the report names it
 
     def q(self, sql: str, params: dict | None = None) -> None:
@@ -129,30 +130,58 @@ class Engine:
             self.next_i = top + 1
         return out
 
-    def load_store(self, query) -> list[InputFigures]:
-        """The traces a ClickHouseQuery picks, from the exporter's table into `spans`, in the store.
-        ClickHouseError when the table is not the exporter's (no other path can read it either)."""
+    def _store(self, query) -> tuple[bool, str, dict]:
+        """Readies a store's read: whether its rows are named by part and offset, and the filters'
+        SQL and parameters. ClickHouseError when the table is not the exporter's (no other path
+        can read it either)."""
         from agenttrace.traces.clickhouse import check_table
         from agenttrace.traces.clickhouse_read import filters
 
         by_row = check_table(self.store, query.table).endswith("MergeTree")  # its rows named by part and offset
         if query.limits.deadline_s:  # each statement's bound on the server (the per-span read's is the whole read's)
             self.q(f"SET max_execution_time = {max(1, math.ceil(query.limits.deadline_s))}")
-        self.q(load.table())
-        where, params = filters(query)
-        if not (by_row and self._placed_by_row(query.table, where, params)):  # the order sorted with every column
-            self.q(load.store_insert(query.table, where), params)
         self.query, self.source = query, f"{self.store.name} {query.table}"  # the store's name: no password
-        seen = input_figures(readings.reading(self.source, self._part(0, _LAST)[0]))
+        where, params = filters(query)
+        return by_row, where, params
+
+    def _insert_store(self, by_row: bool, where: str, params: dict, batch: int | None = None) -> readings.Part:
+        """The picked spans (or one batch of them: load.store_insert) into a new `spans`; what
+        the table holds of them."""
+        self.q(load.table())
+        table = self.query.table
+        if not (by_row and self._placed_by_row(table, where, params, batch)):  # the order sorted with every column
+            self.q(load.store_insert(table, where, batch=batch), params if batch is None else None)
+        return self._part(0, _LAST)[0]
+
+    def inputs_of(self, part: readings.Part) -> list[InputFigures]:
+        """The store's input as the report lists it, from what the table held of it."""
+        seen = input_figures(readings.reading(self.source, part))
         return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked
 
-    def _placed_by_row(self, table: str, where: str, params: dict) -> bool:
+    def load_store(self, query) -> list[InputFigures]:
+        """The traces a ClickHouseQuery picks, from the exporter's table into `spans`, in the store.
+        ClickHouseError when the table is not the exporter's (no other path can read it either)."""
+        return self.inputs_of(self._insert_store(*self._store(query)))
+
+    def store_batches(self, query, spans_per_batch: int) -> list[int]:
+        """The batches of the picked traces (load.store_traces, kept for the batches' loads), in
+        input order; their spans are loaded a batch at a time (batches.load_store_in_batches)."""
+        self._read = self._store(query)
+        _, where, params = self._read
+        self.q(load.store_traces(query.table, where, spans_per_batch), params)
+        return list(self.table(f"SELECT DISTINCT batch FROM {load.STORE_TRACES} ORDER BY batch")[0]["batch"])
+
+    def load_store_batch(self, batch: int) -> readings.Part:
+        """One batch of the store's picked traces (store_batches) into a new `spans`."""
+        return self._insert_store(*self._read, batch)
+
+    def _placed_by_row(self, table: str, where: str, params: dict, batch: int | None = None) -> bool:
         """The store's spans into `spans` in the order sorted on their keys and rows
         (load.store_insert's `by_row`); False, the table emptied, when a row was not placed (a
         merge moved rows between the statement's reads) or the server has no rows' part and
         offset (older than 22.x)."""
         try:
-            self.q(load.store_insert(table, where, by_row=True), params)
+            self.q(load.store_insert(table, where, by_row=True, batch=batch), params if batch is None else None)
             if not self.scalar(f"SELECT count() FROM spans WHERE i = {load.UNPLACED}"):
                 return True
         except ColumnarError as exc:
@@ -325,5 +354,13 @@ def report_store(query, *, threads: int | None = None, sample: int | None = None
     from agenttrace.traces.clickhouse import connect
 
     engine = Engine(threads, connect(query.url, timeout_s=query.limits.deadline_s))
+    if sample or summary_only:  # a summary of many spans: a batch of traces at a time (batches.py)
+        numbers = engine.store_batches(query, batches.BATCH_SPANS)
+        if len(numbers) > 1:
+            inputs, reason = batches.load_store_in_batches(engine, numbers)
+            if reason:
+                return Outcome(None, reason)
+            return engine.summary([query.describe()], inputs, [], noted=bool(sample), p=batches.PREFIX)
+        engine.drop([load.STORE_TRACES])
     inputs = engine.load_store(query)
     return engine.figures([query.describe()], inputs, [], sample, summary_only)

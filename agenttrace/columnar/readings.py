@@ -44,6 +44,23 @@ class Seen:
     names: list[tuple[str, Key]] = field(default_factory=list)
 
 
+def merged(parts: list[Part]) -> Part:
+    """The parts of one input read in batches (a store's: columnar/batches.py) as one: counts
+    added, the first key and the first distinct names by key (keys hold across batches)."""
+    out = Part()
+    for part in parts:
+        for segment, n in part.segments.items():
+            out.segments[segment] = out.segments.get(segment, 0) + n
+        out.unknown += part.unknown
+    firsts = [p.first for p in parts if p.first is not None]
+    out.first = min(firsts) if firsts else None
+    first_of: dict[str, tuple[str, Key]] = {}
+    for name, key in sorted((x for p in parts for x in p.names), key=lambda x: x[1]):
+        first_of.setdefault(name, (name, key))
+    out.names = list(first_of.values())[:MAX_NAMES]  # each batch's first few hold the input's
+    return out
+
+
 def counts_sql(lo: int, hi: int) -> str:
     """SQL: (segment, n, top) over the table's spans of input orders lo..hi."""
     return (f"SELECT segment, count() AS n, max(i) AS top FROM spans WHERE i BETWEEN {lo} AND {hi} "

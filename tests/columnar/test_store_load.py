@@ -108,3 +108,42 @@ def test_a_server_without_the_rows_part_and_offset_gets_the_order_sorted_whole(s
     inserts = [s for s in statements if s.startswith("INSERT INTO spans")]
     assert len(inserts) == 2 and "_part_offset" in inserts[0] and "_part_offset" not in inserts[1]
     assert outcome.report.model_dump_json() == ref
+
+
+@pytest.mark.parametrize("by_row", [True, False])
+def test_a_stores_batches_hold_whole_traces_in_the_whole_inputs_order(store, by_row):
+    engine = Engine(store=connect(store))
+    numbers = engine.store_batches(ClickHouseQuery(store), 700)
+    engine._read = (by_row, *engine._read[1:])
+    rows, sizes = [], []
+    for number in numbers:
+        engine.drop(["spans"])
+        engine.load_store_batch(number)
+        batch = engine.store.rows("SELECT i, h, trace_id, span_id, attrs, odd FROM spans ORDER BY i")
+        rows += [tuple(map(str, r)) for r in batch]
+        sizes.append(len(batch))
+    assert len(numbers) >= 5 and max(sizes) < 700 + 200  # a batch: about 700 spans, whole traces
+    assert rows == _table(store, True)
+
+
+def test_a_stores_summary_is_made_a_batch_of_traces_at_a_time(store, monkeypatch):
+    # traces in input order, a few hundred spans a batch (none split): the one table's figures,
+    # and what the store held (inputs), with the store's filters
+    from agenttrace.columnar import batches
+    from agenttrace.columnar.engine import report_store
+
+    loaded: list[int] = []
+    monkeypatch.setattr(Engine, "load_store_batch", lambda self, b, f=Engine.load_store_batch: loaded.append(b) or f(self, b))
+    starts = sorted(r[0] for r in connect(store).rows(
+        "SELECT toUnixTimestamp64Nano(min(Timestamp)) FROM otel_traces GROUP BY TraceId"))
+    for query in (ClickHouseQuery(store, service="bench-agent"), ClickHouseQuery(store, since_ns=starts[40])):
+        monkeypatch.setattr(batches, "BATCH_SPANS", 10**9)
+        whole = report_store(query, threads=1, sample=100)
+        assert whole.reason is None and loaded == []
+        monkeypatch.setattr(batches, "BATCH_SPANS", 1_200)
+        batched = report_store(query, threads=1, sample=100)
+        assert batched.reason is None and len(loaded) >= 2, batched.reason
+        assert batched.report.model_dump_json() == whole.report.model_dump_json()
+        assert "made in the engine" in batched.report.problems[-1] and batched.report.inputs[0].spans > 2_000
+        loaded.clear()
+    assert [r[0] for r in connect(store).rows("SHOW TABLES")] == ["otel_traces"]
