@@ -165,9 +165,12 @@ class Engine:
 
     def store_batches(self, query, spans_per_batch: int) -> list[int]:
         """The batches of the picked traces (load.store_traces, kept for the batches' loads), in
-        input order; their spans are loaded a batch at a time (batches.load_store_in_batches)."""
+        input order; their spans are loaded a batch at a time (batches.load_store_in_batches).
+        One batch, [0], without asking when the table holds no more spans than a batch."""
         self._read = self._store(query)
         _, where, params = self._read
+        if self.scalar(f"SELECT count() FROM {query.table}") <= spans_per_batch:  # the table's own count: one batch
+            return [0]
         self.q(load.store_traces(query.table, where, spans_per_batch), params)
         return list(self.table(f"SELECT DISTINCT batch FROM {load.STORE_TRACES} ORDER BY batch")[0]["batch"])
 
