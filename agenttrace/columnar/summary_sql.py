@@ -165,12 +165,13 @@ SELECT tr.o AS o, tr.label AS label, tr.outcome AS outcome, (tr.end_ns - tr.star
        ifNull(st.marks, false) AS expects, ifNull(st.valid, 0) AS valid,
        if(wall_s > 0, valid / wall_s, toFloat64(0)) AS throughput,
        ifNull(at.attempts, 0) AS attempts, ifNull(at.valid_attempts, 0) AS valid_attempts,
-       if(b.on_ns IS NULL, {_ZEROS}, b.on_ns) AS on_ns, if(b.off_ns IS NULL, {_ZEROS}, b.off_ns) AS off_ns,
+       if(empty(b.on_ns), {_ZEROS}, b.on_ns) AS on_ns, if(empty(b.off_ns), {_ZEROS}, b.off_ns) AS off_ns,
        arrayConcat([wall_s, ifNull(st.task_retry_s, toFloat64(0)), arraySum(off_ns) / 1e9],
                     arrayMap(x -> x / 1e9, [{stage_ns}]), {_seconds('on_ns')},
-                    ifNull(st.task_retry_seg, arrayWithConstant({_N}, toFloat64(0))), {_seconds('off_ns')}) AS sums
+                    if(empty(st.task_retry_seg), arrayWithConstant({_N}, toFloat64(0)), st.task_retry_seg),
+                    {_seconds('off_ns')}) AS sums
 FROM {p}tr AS tr LEFT JOIN st ON st.task = tr.task LEFT JOIN at ON at.task = tr.task LEFT JOIN b ON b.owner = tr.task
-SETTINGS join_use_nulls = 1""",
+SETTINGS join_use_nulls = 1""",  # (an array is never NULL: a task with no row there has [] instead: `empty`)
         f"""CREATE TEMPORARY TABLE {p}gv {_M} AS
 SELECT * EXCEPT ({_GV_STEPS}) FROM (
 WITH prefills AS (

@@ -146,6 +146,29 @@ def test_a_summary_of_many_files_is_made_a_batch_at_a_time(tmp_path, monkeypatch
     assert outcome.report is None and "two batches" in outcome.reason
 
 
+def test_a_task_with_no_step_and_parallel_tools_keeps_its_overlap_in_the_summary(tmp_path):
+    # a task whose only spans are two tools running side by side (no step span): its overlap is
+    # overlap, not retry time (the task's arrays of a table it has no row in come back empty)
+    doc = json.loads((SAMPLES / "demo-baseline.jsonl").read_text().splitlines()[0])
+    spans = _spans(doc)
+    agent = {**next(s for s in spans if not s.get("parentSpanId")), "traceId": "ab" * 16}  # a trace of its own
+    start = int(agent["startTimeUnixNano"])
+
+    def tool(n: int) -> dict:
+        return {**agent, "spanId": f"{n:016x}", "parentSpanId": agent["spanId"], "name": f"tool {n}", "events": [],
+                "startTimeUnixNano": str(start + n * 1_000), "endTimeUnixNano": str(start + 5_000_000 + n * 1_000),
+                "attributes": [{"key": "agenttrace.segment", "value": {"stringValue": "tool"}}]}
+
+    rs = doc["resourceSpans"][0]
+    rs["scopeSpans"] = [{**rs["scopeSpans"][0], "spans": [agent, tool(1), tool(2)]}]
+    path = tmp_path / "no-step.jsonl"
+    path.write_text(json.dumps({"resourceSpans": [rs]}) + "\n" + (SAMPLES / "demo-baseline.jsonl").read_text())
+    full = report_streamed([str(path)])
+    assert full.run.overlap_segments.tool > 0 and not full.run.retry_segments.tool
+    outcome = report_files([path], threads=1, sample=100)
+    assert "made in the engine" in outcome.report.problems[-1] and _figures(outcome.report) == _figures(full)
+
+
 def test_a_summary_the_aggregates_do_not_cover_is_made_from_the_rows(tmp_path):
     # speculation told by totals alone (no round events): the what-if reads acceptance by
     # position per generation, so the summary is folded from the rows, as the per-span path does
