@@ -10,14 +10,16 @@ report_store put them together).
 A trace must lie in one batch (its figures come from its own spans): a trace met in two batches
 of files, or a batch that needs the rows (summary.prepare's reasons, or tasks the per-span code
 makes), hands the input to the per-span path with the reason. A store's batches never split a
-trace (load.store_traces).
+trace (load.store_traces). A batch's traces of another instrumentation go back into its table as
+our span tree (mapped.py), and the input's reading adds what the per-span code read of them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from agenttrace.columnar import coverage, load, readings, summary
+from agenttrace.columnar import coverage, load, mapped, per_trace, readings, summary
 from agenttrace.report.inputs import InputFigures
 
 BATCH_BYTES = 400_000_000  # files are grouped up to about this much (about half a million spans)
@@ -55,10 +57,36 @@ def _drop(engine) -> None:
     engine.drop([*summary.made(), "spans"])
 
 
+@dataclass
+class Loaded:
+    """What the batches held: each input's reading, the reason one cannot be summarised this way
+    (None: all were), and the foreign traces the per-span code read (`routed`: their spans,
+    bytes and the problems it worded about them)."""
+
+    inputs: list[InputFigures] = field(default_factory=list)
+    reason: str | None = None
+    routed: per_trace.Traces = field(default_factory=per_trace.Traces)
+
+
+def _route(engine, loaded: Loaded) -> per_trace.Traces | str | None:
+    """The batch's traces of another instrumentation read into our span tree (mapped.route), after
+    the checks that send a whole input to the per-span path; the reason, where one applies."""
+    for reason, sql in coverage.input_checks():
+        if engine.scalar(sql):
+            return reason
+    traces = mapped.route(engine, batch=True)
+    if isinstance(traces, per_trace.Traces):
+        routed = loaded.routed
+        routed.spans, routed.bytes_back = routed.spans + traces.spans, routed.bytes_back + traces.bytes_back
+        routed.problems += traces.problems
+    return traces
+
+
 def _keep(engine, n: int) -> str | None:
-    """Batch `n`'s tree and value tables made from the loaded `spans`, its values kept in the `y_`
-    tables; the reason it cannot be summarised this way (None: it was)."""
-    reason = engine.make_tree()
+    """Batch `n`'s tree and value tables made from the loaded `spans` (checked, its foreign traces
+    put back: `_route`), its values kept in the `y_` tables; the reason it cannot be summarised
+    this way (None: it was)."""
+    reason = engine.make_tree(checks=())
     if reason is None and engine.scalar(f"SELECT count() FROM ({coverage.per_span_tasks()})"):
         reason = "tasks whose figures the per-span code makes (the summary reads a batch at a time)"
     reason = reason or summary.prepare(engine)
@@ -71,36 +99,57 @@ def _keep(engine, n: int) -> str | None:
     return None
 
 
-def load_in_batches(engine, groups: list[list[Path]]) -> tuple[list[InputFigures], str | None]:
-    """Each group of files into `engine` (an Engine) in turn, its values kept in the `y_` tables;
-    what each input held, and the reason a batch cannot be summarised this way (None: all were)."""
+def load_in_batches(engine, groups: list[list[Path]]) -> Loaded:
+    """Each group of files into `engine` (an Engine) in turn, its values kept in the `y_` tables."""
     engine.q(f"CREATE TEMPORARY TABLE {PREFIX}traces (h UInt64) ENGINE = Memory")
-    inputs: list[InputFigures] = []
+    out = Loaded()
     for n, group in enumerate(groups):
         _drop(engine)
-        inputs += engine.load_files(group)
+        got = engine.load_files(group)
         if engine.scalar(f"SELECT count() FROM spans WHERE cityHash64(trace_id) IN (SELECT h FROM {PREFIX}traces)"):
-            return inputs, "traces whose spans lie in files of two batches (the summary reads a batch at a time)"
+            out.reason = "traces whose spans lie in files of two batches (the summary reads a batch at a time)"
+            return out
         engine.q(f"INSERT INTO {PREFIX}traces SELECT DISTINCT cityHash64(trace_id) FROM spans")
-        reason = _keep(engine, n)
-        if reason:
-            return inputs, reason
+        traces = _route(engine, out)
+        if isinstance(traces, str):
+            out.reason = traces
+            return out
+        if traces is not None:  # the batch's inputs as read with its foreign traces, before they go back
+            got = engine.inputs(traces)
+            mapped.put_back(engine, traces)
+        out.inputs += got
+        out.reason = _keep(engine, n)
+        if out.reason:
+            return out
     _drop(engine)  # only the values stay for the aggregates
-    return inputs, None
+    return out
 
 
-def load_store_in_batches(engine, numbers: list[int]) -> tuple[list[InputFigures], str | None]:
+def load_store_in_batches(engine, numbers: list[int]) -> Loaded:
     """A store's picked traces (Engine.store_batches: `numbers`) into `engine` a batch at a time,
     each batch's values kept in the `y_` tables (a trace lies in one batch, and the input order
-    holds across them); what the store held, and the reason a batch cannot be summarised this way
-    (None: all were)."""
-    parts = []
+    holds across them)."""
+    out, parts, theirs = Loaded(), [], None
+    if not engine.holds_ours():  # the per-span read of every trace costs less than the table and that
+        out.reason = coverage.trace_checks()[0][0]
+        return out
     for n, number in enumerate(numbers):
         _drop(engine)
-        parts.append(engine.load_store_batch(number))
-        reason = _keep(engine, n)
-        if reason:
-            return [], reason
+        engine.load_store_batch(number)
+        traces = _route(engine, out)
+        if isinstance(traces, str):
+            out.reason = traces
+            return out
+        parts.append(engine.store_part())  # with the batch's foreign traces out, before they go back
+        if traces is not None:
+            mine = traces.readings.get(engine.source)
+            if mine is not None:
+                theirs = readings.merged_theirs(theirs, (mine, traces.seen.get(engine.source) or readings.Seen()))
+            mapped.put_back(engine, traces)
+        out.reason = _keep(engine, n)
+        if out.reason:
+            return out
     _drop(engine)
     engine.drop([load.STORE_TRACES])
-    return engine.inputs_of(readings.merged(parts)), None
+    out.inputs = engine.inputs_of(readings.merged(parts), theirs)
+    return out

@@ -11,17 +11,18 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrace.columnar import batches, coverage, load, per_trace, readings, rows, summary, tree
+from agenttrace import semconv as sc
+from agenttrace.columnar import batches, coverage, load, mapped, per_trace, readings, rows, summary, tree
 from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot
 from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import PARTIAL_NOTE, SUMMARY_NOTE
 from agenttrace.report.inputs import InputFigures, input_figures
 from agenttrace.report.model import Report
 from agenttrace.report.runs import ReportFold
+from agenttrace.traces import Reading
 from agenttrace.traces.clickhouse_params import quoted
 from agenttrace.traces.load import iter_trace_files
 
@@ -62,6 +63,7 @@ class Engine:
         self.query = None  # or the store's ClickHouseQuery they were
         self._read: tuple[bool, str, dict] = (False, "", {})  # a store read in batches: Engine._store's
         self.source = ""  # the store's input, as the report names it
+        self.next_synthetic = mapped.SYNTHETIC  # the input order of the next span a foreign trace's reading made
 
     def q(self, sql: str, params: dict | None = None) -> None:
         try:
@@ -81,6 +83,14 @@ class Engine:
     def scalar(self, sql: str) -> int:
         values = next(iter(self.table(sql)[0].values()))
         return int(values[0] or 0) if values else 0
+
+    def scalar_with(self, sql: str, params: dict) -> int:
+        """`sql`'s one value, with query parameters (the store's filters)."""
+        try:
+            rows_ = self.store.rows(sql, params)
+        except ClickHouseError as exc:
+            raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
+        return int(rows_[0][0] or 0) if rows_ else 0
 
     def _part(self, lo: int, hi: int, keyed: bool = False) -> tuple[readings.Part, int]:
         """What the table holds of the input whose spans' input orders run lo..hi (readings.py;
@@ -144,24 +154,28 @@ class Engine:
         where, params = filters(query)
         return by_row, where, params
 
-    def _insert_store(self, by_row: bool, where: str, params: dict, batch: int | None = None) -> readings.Part:
-        """The picked spans (or one batch of them: load.store_insert) into a new `spans`; what
-        the table holds of them."""
+    def _insert_store(self, by_row: bool, where: str, params: dict, batch: int | None = None) -> None:
+        """The picked spans (or one batch of them: load.store_insert) into a new `spans`."""
         self.q(load.table())
         table = self.query.table
         if not (by_row and self._placed_by_row(table, where, params, batch)):  # the order sorted with every column
             self.q(load.store_insert(table, where, batch=batch), params if batch is None else None)
-        return self._part(0, _LAST)[0]
 
-    def inputs_of(self, part: readings.Part) -> list[InputFigures]:
-        """The store's input as the report lists it, from what the table held of it."""
-        seen = input_figures(readings.reading(self.source, part))
+    def store_part(self) -> readings.Part:
+        """What the table holds of the store's input, with its first span of ours' key."""
+        return self._part(0, _LAST, keyed=True)[0]
+
+    def inputs_of(self, part: readings.Part, theirs: tuple[Reading, readings.Seen] | None = None) -> list[InputFigures]:
+        """The store's input as the report lists it, from what the table held of it (and what the
+        per-span code read of its foreign traces: `theirs`)."""
+        seen = input_figures(readings.reading(self.source, part, *(theirs or ())))
         return [seen] if seen.spans else []  # as the per-span read: no input when no trace was picked
 
     def load_store(self, query) -> list[InputFigures]:
         """The traces a ClickHouseQuery picks, from the exporter's table into `spans`, in the store.
         ClickHouseError when the table is not the exporter's (no other path can read it either)."""
-        return self.inputs_of(self._insert_store(*self._store(query)))
+        self._insert_store(*self._store(query))
+        return self.inputs_of(self._part(0, _LAST)[0])
 
     def store_batches(self, query, spans_per_batch: int) -> list[int]:
         """The batches of the picked traces (load.store_traces, kept for the batches' loads), in
@@ -174,9 +188,15 @@ class Engine:
         self.q(load.store_traces(query.table, where, spans_per_batch), params)
         return list(self.table(f"SELECT DISTINCT batch FROM {load.STORE_TRACES} ORDER BY batch")[0]["batch"])
 
-    def load_store_batch(self, batch: int) -> readings.Part:
+    def holds_ours(self) -> bool:
+        """Whether a span the store's query picks (store_batches) is ours (agenttrace.segment)."""
+        _, where, params = self._read
+        ours = f"{' AND' if where else ' WHERE'} SpanAttributes['{sc.SEGMENT}'] != ''"
+        return bool(self.scalar_with(f"SELECT count() > 0 FROM {self.query.table}{where}{ours}", params))
+
+    def load_store_batch(self, batch: int) -> None:
         """One batch of the store's picked traces (store_batches) into a new `spans`."""
-        return self._insert_store(*self._read, batch)
+        self._insert_store(*self._read, batch)
 
     def _placed_by_row(self, table: str, where: str, params: dict, batch: int | None = None) -> bool:
         """The store's spans into `spans` in the order sorted on their keys and rows
@@ -211,41 +231,14 @@ class Engine:
         self.drop(summary.made())
         self.make_tree()
 
-    def route(self) -> Future | str | None:
-        """The traces the queries do not state (coverage.trace_checks), dropped from the table and
-        reported by the per-span code (per_trace.py) in a thread of their own while the queries
-        run (the engine lets go of the GIL): a Future of their Traces, or of the reason the whole
-        input goes to the per-span path when reading them again words a problem. None when there
-        are none; the reason, straight away, when every trace is one."""
-        if not self.scalar(f"SELECT count() FROM spans WHERE {coverage.FOREIGN}"):
-            return None
-        self.q(per_trace.MAKE_ROUTED)
+    def insert_rows(self, table: str, lines: list[bytes]) -> None:
+        """JSONEachRow `lines` into `table` (a temporary table of this session)."""
         try:
-            if not self.scalar(per_trace.REST):
-                return next(reason for reason, sql in coverage.trace_checks() if self.scalar(sql))
-            rows_, back = self.table(per_trace.ORDER)
-            order = per_trace.order_of(rows_)
-            problems: list[str] = []
-            # a store's rows are read here (its session serves one statement at a time); files' in the thread
-            spans = per_trace.store_spans(self.store, self.query, order, problems) if self.query is not None else None
-            self.q(per_trace.DELETE)
-        finally:
-            self.drop([per_trace.ROUTED])
+            self.store.insert_json_rows(table, lines)
+        except ClickHouseError as exc:
+            raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
 
-        def report() -> per_trace.Traces | str:
-            read = spans if spans is not None else per_trace.file_spans(self.files, order, problems)
-            if problems:  # the table read these lines otherwise: one pass words them (none seen)
-                return f"traces of another instrumentation read again with problems ({problems[0][:200]})"
-            traces = per_trace.analyse(read, order)
-            traces.bytes_back = back
-            return traces
-
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenttrace-per-trace")
-        future = pool.submit(report)
-        pool.shutdown(wait=False)  # the thread ends with its work
-        return future
-
-    def _inputs(self, traces: per_trace.Traces) -> list[InputFigures]:
+    def inputs(self, traces: per_trace.Traces) -> list[InputFigures]:
         """Each input's reading: the table's spans (after the routed traces left it) and theirs."""
         ranges = ([(str(f.path), f.first, f.last) for f in self.files] if self.query is None else
                   [(self.source, 0, _LAST)])
@@ -259,23 +252,32 @@ class Engine:
 
     def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
                 sample: int | None = None, summary_only: bool = False) -> Outcome:
-        # a summary of inputs with foreign traces stays the per-span path's, in its bounded memory:
-        # their tasks would need the rows path (2x the summary's peak at 1M spans)
         summarised = bool(sample or summary_only)
-        for reason, sql in coverage.checks() if summarised else coverage.input_checks():
+        for reason, sql in coverage.input_checks():
             if self.scalar(sql):
                 return Outcome(None, reason)
-        pending = None if summarised else self.route()
+        # a summary's foreign traces join the table as our span tree (the queries compute their
+        # figures); a report's are reported by the per-span code beside the queries
+        pending = mapped.route(self) if summarised else per_trace.route(self)
         if isinstance(pending, str):
             return Outcome(None, pending)
+        put_back = None
+        if isinstance(pending, per_trace.Traces):
+            put_back, pending = pending, None
+            inputs, problems = self.inputs(put_back), [*problems, *put_back.problems]
+            mapped.put_back(self, put_back)
         reason = self.make_tree(checks=())  # asked above (routed traces have left the table)
         if reason:
             return Outcome(None, reason)
         special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
-        if summarised and not special["task"]:
-            if summary.prepare(self) is None:
-                return self.summary(sources, inputs, problems, noted=bool(sample))
-            self._remake_tree()  # the value tables dropped the charge the rows read
+        if summarised:
+            why = "tasks whose figures the per-span code makes" if special["task"] else summary.prepare(self)
+            if why is None:
+                return _counted(self.summary(sources, inputs, problems, noted=bool(sample)), put_back)
+            if put_back is not None:  # every task's rows, and the per-span code's reading of theirs, cost more
+                return Outcome(None, f"{why}, beside traces of another instrumentation (a summary from the rows)")
+            if not special["task"]:
+                self._remake_tree()  # the value tables dropped the charge the rows read
         tasks, b1 = self.table(rows.task_rows())
         steps, b2 = self.table(rows.step_rows())
         attempts, b3 = self.table(rows.attempt_rows())
@@ -283,7 +285,7 @@ class Engine:
         segs, b5 = self.table(rows.segment_times())
         path, b6 = self.table(rows.path_spans())
         # every row is out: the tree's tables go, and the spans unless routed traces' readings will
-        # read them (Engine._inputs); their memory goes to the records made next
+        # read them (Engine.inputs); their memory goes to the records made next
         self.drop([*tree.created(tree.statements()), *([] if pending is not None else ["spans"])])
         self.store.release_memory()
         given, worded = per_span_figures(special)
@@ -298,7 +300,7 @@ class Engine:
             keyed = [*zip(zip(tasks["start_ns"], tasks["task"], strict=True), made, strict=True), *routed.tasks]
             made = [a for _, a in sorted(keyed, key=lambda x: x[0])] + routed.partial
             problems = [*problems, *routed.problems, *([PARTIAL_NOTE.format(n=len(routed.partial))] if routed.partial else [])]
-            inputs = self._inputs(routed)
+            inputs = self.inputs(routed)
         fold = ReportFold(sample, keep_tasks=sample is None)
         for a in made:
             fold.add(a)
@@ -306,9 +308,15 @@ class Engine:
             problems = [*problems, SUMMARY_NOTE.format(tasks=fold.run.whole + fold.run.partial, n=sample)]
         report = fold.report(sources, problems)
         report.inputs = inputs
-        back = b1 + b2 + b3 + b4 + b5 + b6 + b7 + (routed.bytes_back if routed is not None else 0)
-        return Outcome(report, bytes_back=back, per_span_tasks=len(given),
-                       per_trace_spans=routed.spans if routed is not None else 0)
+        return _counted(Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6 + b7, per_span_tasks=len(given)),
+                        routed)
+
+    def summarise(self, loaded: batches.Loaded, sources: list[str], *, noted: bool) -> Outcome:
+        """The summary of what was loaded in batches (batches.py), or the reason it is not made here."""
+        if loaded.reason:
+            return Outcome(None, loaded.reason)
+        summarised = self.summary(sources, loaded.inputs, loaded.routed.problems, noted=noted, p=batches.PREFIX)
+        return _counted(summarised, loaded.routed if loaded.routed.spans else None)
 
     def summary(self, sources: list[str], inputs: list[InputFigures], problems: list[str], *, noted: bool,
                 p: str = "x_") -> Outcome:
@@ -331,6 +339,13 @@ class Engine:
         return Outcome(report, bytes_back=back + back_whatif + back_roofline)
 
 
+def _counted(outcome: Outcome, traces: per_trace.Traces | None) -> Outcome:
+    """The outcome counting the spans of the traces the per-span code read, and their bytes."""
+    if traces is not None:
+        outcome.per_trace_spans, outcome.bytes_back = traces.spans, outcome.bytes_back + traces.bytes_back
+    return outcome
+
+
 def report_files(paths: Sequence[str | Path], *, threads: int | None = None, sample: int | None = None,
                  summary_only: bool = False) -> Outcome:
     """The report of trace files; with `sample` or `summary_only` the summary made in the engine
@@ -341,10 +356,7 @@ def report_files(paths: Sequence[str | Path], *, threads: int | None = None, sam
     groups = batches.batches(files, batches.BATCH_BYTES) if sample or summary_only else [files]
     engine = Engine(threads)
     if len(groups) > 1:  # a summary of many files: a batch at a time (batches.py)
-        inputs, reason = batches.load_in_batches(engine, groups)
-        if reason:
-            return Outcome(None, reason)
-        return engine.summary(sources, inputs, [], noted=bool(sample), p=batches.PREFIX)
+        return engine.summarise(batches.load_in_batches(engine, groups), sources, noted=bool(sample))
     inputs = engine.load_files(files)
     return engine.figures(sources, inputs, [], sample, summary_only)
 
@@ -360,10 +372,7 @@ def report_store(query, *, threads: int | None = None, sample: int | None = None
     if sample or summary_only:  # a summary of many spans: a batch of traces at a time (batches.py)
         numbers = engine.store_batches(query, batches.BATCH_SPANS)
         if len(numbers) > 1:
-            inputs, reason = batches.load_store_in_batches(engine, numbers)
-            if reason:
-                return Outcome(None, reason)
-            return engine.summary([query.describe()], inputs, [], noted=bool(sample), p=batches.PREFIX)
+            return engine.summarise(batches.load_store_in_batches(engine, numbers), [query.describe()], noted=bool(sample))
         engine.drop([load.STORE_TRACES])
     inputs = engine.load_store(query)
     return engine.figures([query.describe()], inputs, [], sample, summary_only)

@@ -17,9 +17,11 @@ reading (conventions, spans per segment, what was left out) is the two parts' su
 from __future__ import annotations
 
 from bisect import bisect_right
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agenttrace.columnar import coverage
 from agenttrace.columnar.coverage import FOREIGN
 from agenttrace.columnar.load import LINE_STRIDE
 from agenttrace.columnar.readings import Seen, first_seen, trace_starts
@@ -36,6 +38,7 @@ REST = f"SELECT count() FROM spans WHERE trace_id NOT IN (SELECT trace_id FROM {
 DELETE = f"ALTER TABLE spans DELETE WHERE trace_id IN (SELECT trace_id FROM {ROUTED}) SETTINGS mutations_sync = 2"
 
 Order = dict[tuple[str, str], int]  # (trace, span) -> input order `i` (load.py)
+Routed = tuple[Order, "list[SpanRecord] | None", list[str], int]  # what `take` found: see there
 
 
 @dataclass
@@ -59,6 +62,8 @@ class Traces:
     problems: list[str] = field(default_factory=list)
     spans: int = 0
     bytes_back: int = 0  # the engine's rows that named them (their spans come from the files or the store)
+    mapped: list[SpanRecord] = field(default_factory=list)  # for a summary: our span tree of them (mapped.py)
+    order: Order = field(default_factory=dict)  # for a summary: their spans' input orders
 
 
 def order_of(rows: dict[str, list]) -> Order:
@@ -109,6 +114,16 @@ def store_spans(store, query, order: Order, problems: list[str]) -> list[SpanRec
     return [s for batch in read_traces(store, query, problems, ids=ids) for s in batch]
 
 
+def normalised(spans: list[SpanRecord], order: Order) -> Traces:
+    """The routed traces as our span tree (normalise), each input's reading and the problems the
+    mapping words, for the table (a summary: mapped.py); no figures."""
+    out = Traces(seen=first_seen(spans, order), spans=len(spans), order=order)
+    done = normalise(spans)
+    out.problems, out.mapped = done.problems, done.spans
+    out.readings = {r.source: r for r in done.readings}
+    return out
+
+
 def analyse(spans: list[SpanRecord], order: Order) -> Traces:
     """The per-span code's figures of the routed traces (report/build.py's steps), each task keyed
     for the report's order."""
@@ -123,3 +138,52 @@ def analyse(spans: list[SpanRecord], order: Order) -> Traces:
     out.partial = [partial_task(tree, steps) for steps in orphan_steps(tree)]
     out.readings = {r.source: r for r in normalised.readings}
     return out
+
+
+def take(engine, batch: bool = False) -> Routed | str | None:
+    """The traces the queries do not state (coverage.trace_checks), dropped from the table: their
+    input orders, their spans when a store's (read here: its session serves one statement at a
+    time; files' are read again by `read`), the problems met reading them, and the bytes
+    that named them. None when there are none; the reason the whole input goes to the
+    per-span path when every trace is one (unless the table holds a `batch` of the input)."""
+    if not engine.scalar(f"SELECT count() FROM spans WHERE {FOREIGN}"):
+        return None
+    engine.q(MAKE_ROUTED)
+    try:
+        if not batch and not engine.scalar(REST):
+            return next(reason for reason, sql in coverage.trace_checks() if engine.scalar(sql))
+        rows_, back = engine.table(ORDER)
+        order = order_of(rows_)
+        problems: list[str] = []
+        spans = store_spans(engine.store, engine.query, order, problems) if engine.query is not None else None
+        engine.q(DELETE)
+    finally:
+        engine.drop([ROUTED])
+    return order, spans, problems, back
+
+
+def read(engine, routed: Routed, figures: bool) -> Traces | str:
+    """The traces `take` found, read by the per-span code: their figures (`analyse`), or (not
+    `figures`) their span tree for the table (`normalised`); the reason the whole input goes to
+    the per-span path when reading them again words a problem."""
+    order, spans, problems, back = routed
+    got = spans if spans is not None else file_spans(engine.files, order, problems)
+    if problems:  # the table read these lines otherwise: one pass words them (none seen)
+        return f"traces of another instrumentation read again with problems ({problems[0][:200]})"
+    traces = analyse(got, order) if figures else normalised(got, order)
+    traces.bytes_back = back
+    return traces
+
+
+def route(engine) -> Future | str | None:
+    """The routed traces (`take`) reported by the per-span code in a thread of their own
+    while the queries run (the engine lets go of the GIL): a Future of their Traces, or of the
+    reason the whole input goes to the per-span path. None when there are none; the reason,
+    straight away, when every trace is one."""
+    routed = take(engine)
+    if routed is None or isinstance(routed, str):
+        return routed
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenttrace-per-trace")
+    future = pool.submit(read, engine, routed, True)
+    pool.shutdown(wait=False)  # the thread ends with its work
+    return future

@@ -61,6 +61,28 @@ def merged(parts: list[Part]) -> Part:
     return out
 
 
+def merged_theirs(a: tuple[Reading, Seen] | None, b: tuple[Reading, Seen]) -> tuple[Reading, Seen]:
+    """The per-span code's readings of one input's foreign traces in two batches (`a` the earlier:
+    batches follow the input order) as one: counts added, each entry and name where it was first
+    met (a's before b's), as one reading of both batches' traces would list them."""
+    if a is None:
+        return b
+    (ra, sa), (rb, sb) = a, b
+    conventions = {k: ConventionSeen(k, v.spans, Counter(v.segments), set(v.variants)) for k, v in ra.conventions.items()}
+    for k, v in rb.conventions.items():
+        c = conventions.setdefault(k, ConventionSeen(k))
+        c.spans, c.segments, c.variants = c.spans + v.spans, c.segments + v.segments, c.variants | v.variants
+    left_out = {k: LeftOut(v.convention, v.reason, v.count, list(v.names)) for k, v in ra.left_out.items()}
+    for k, v in rb.left_out.items():
+        e = left_out.setdefault(k, LeftOut(v.convention, v.reason))
+        e.count += v.count
+        e.names += [n for n in v.names if n not in e.names][:MAX_NAMES - len(e.names)]
+    reading = Reading(ra.source, ra.spans + rb.spans, conventions, left_out, ra.inferred | rb.inferred)
+    names = sa.names + [(n, k) for n, k in sb.names if n not in {x for x, _ in sa.names}]
+    seen = Seen({**sb.conventions, **sa.conventions}, {**sb.left_out, **sa.left_out}, names[:MAX_NAMES])
+    return reading, seen
+
+
 def counts_sql(lo: int, hi: int) -> str:
     """SQL: (segment, n, top) over the table's spans of input orders lo..hi."""
     return (f"SELECT segment, count() AS n, max(i) AS top FROM spans WHERE i BETWEEN {lo} AND {hi} "

@@ -44,9 +44,59 @@ def test_a_folder_of_ours_and_other_instrumentations_traces_gives_the_per_span_r
     foreign = sum(i.spans for i in ref.inputs if not i.source.startswith(str(mixed / "demo-")))
     assert outcome.per_trace_spans == foreign > 0
     assert any(i.inferred for i in ref.inputs) and any(i.left_out for i in ref.inputs)
-    # a summary stays the per-span path's (its bounded memory), saying why
+
+
+def _figures(report) -> dict:
+    """What a summary shows: the run figures, per label, the what-if, the roofline, the inputs."""
+    doc = report.model_dump(mode="json")
+    return {k: doc[k] for k in ("run", "by_label", "whatif", "roofline", "inputs", "problems")}
+
+
+def _without_delegations(src: Path, dst: Path) -> None:
+    """`src` without the traces whose tasks delegate (each framework's recording has one)."""
+    keep = {t.trace_id for t in report_streamed([str(src)]).tasks if not (t.sub_agents or t.segments.delegation)}
+    with dst.open("w") as out:
+        for line in src.read_text().splitlines():
+            doc = json.loads(line)
+            for rs in doc["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    ss["spans"] = [sp for sp in ss["spans"] if sp["traceId"] in keep]
+            out.write(json.dumps(doc) + "\n")
+
+
+@pytest.fixture(scope="module")
+def no_delegation(tmp_path_factory) -> Path:
+    """Our samples beside every framework's trace that delegates to no sub-agent."""
+    folder = tmp_path_factory.mktemp("no-delegation")
+    for f in SAMPLES.glob("*.jsonl"):
+        shutil.copy(f, folder / f.name)
+    for f in FRAMEWORKS.glob("*.jsonl"):
+        _without_delegations(f, folder / f.name)
+    return folder
+
+
+def test_a_summary_of_ours_and_other_instrumentations_traces_is_made_in_the_engine(no_delegation, mixed, monkeypatch):
+    # the foreign traces go back into the table as our span tree (columnar/mapped.py) and the
+    # aggregates make every figure (no task row comes back): the per-span path's figures
+    from agenttrace.columnar import batches, summary
+
+    made = []
+    monkeypatch.setattr(summary, "run_folds", lambda engine, p, f=summary.run_folds: made.append(1) or f(engine, p))
+    full = report_streamed([str(no_delegation)])
+    outcome = report_files([no_delegation], threads=2, summary_only=True)
+    assert outcome.reason is None and outcome.per_trace_spans > 0 and outcome.report.tasks == []
+    assert _figures(outcome.report) == _figures(full) and len(made) == 1
+    sampled = report_files([no_delegation], threads=2, sample=100)
+    assert "made in the engine" in sampled.report.problems[-1]
+    assert {**_figures(sampled.report), "problems": []} == {**_figures(full), "problems": []}
+    # a delegation's task needs the per-span code, so the rows of every task: the per-span path's
+    # summary costs less than those and the per-span reading of the foreign traces
     for kwargs in ({"summary_only": True}, {"sample": 100}):
-        assert "another instrumentation" in report_files([mixed], **kwargs).reason
+        assert "beside traces of another instrumentation" in report_files([mixed], **kwargs).reason
+    # a file a batch: each batch's foreign traces go back into its table, the inputs' readings add up
+    monkeypatch.setattr(batches, "BATCH_BYTES", 1)
+    assert _figures(report_files([no_delegation], threads=2, summary_only=True).report) == _figures(full)
+    assert len(made) == 3
 
 
 @pytest.mark.parametrize("ours_first", [True, False])
@@ -74,6 +124,33 @@ def test_a_store_of_ours_and_other_instrumentations_traces_gives_the_per_span_re
     assert main(["report", "--clickhouse", url, "--format", "json", "--engine", "columnar"]) == 0
     out = capsys.readouterr()
     assert out.err == "" and json.loads(out.out) == json.loads(report_clickhouse(query).model_dump_json())
+
+
+@pytest.mark.parametrize("spans_per_batch", [None, 200])
+def test_a_stores_summary_of_ours_and_other_instrumentations_traces_is_made_in_it(no_delegation, tmp_path, capsys,
+                                                                                 monkeypatch, spans_per_batch):
+    # their traces go back into the table, in the store's session, as our span tree; read in
+    # batches of traces, each batch's do, and the store's reading adds up
+    from agenttrace.columnar import batches
+
+    url = f"chdb:{tmp_path / 'ch'}"
+    assert main(["export", str(no_delegation), "--clickhouse", url]) == 0
+    capsys.readouterr()
+    query = ClickHouseQuery(url)
+    if spans_per_batch:
+        monkeypatch.setattr(batches, "BATCH_SPANS", spans_per_batch)
+        loads = []
+        monkeypatch.setattr(batches, "_keep", lambda engine, n, f=batches._keep: loads.append(n) or f(engine, n))
+    summary = report_store(query, threads=1, summary_only=True)
+    assert summary.reason is None and summary.per_trace_spans > 0
+    assert _figures(summary.report) == _figures(report_clickhouse(query))
+    assert not spans_per_batch or len(loads) > 3, loads
+
+    def printed(*args: str) -> str:
+        assert main(["report", "--clickhouse", url, *args, "--summary-only", "--format", "markdown"]) == 0
+        return capsys.readouterr().out
+
+    assert printed("--engine", "columnar") == printed("--engine", "python")
 
 
 def test_every_trace_foreign_still_goes_to_the_per_span_path_whole(tmp_path):

@@ -1,0 +1,128 @@
+"""Traces of another instrumentation put back into the span table as ours, for a summary made in
+the engine (issue 32): the per-span code reads them (per_trace.py: the foreign conventions'
+mapping and the structure rules, which are not said in SQL here) and hands back our span tree,
+segments and inferred steps and attempts included; those spans join `spans` and the queries
+compute every trace's figures, theirs too, so no task's figures come back to Python.
+
+Each span keeps its input order `i`; a span the reading made (a task around a lone call, a step,
+an attempt, a part of a remote call) takes one above every input's (`SYNTHETIC`, then one more
+each), as the per-span path appends them after the input's spans. Values are written as the
+file loader types them (load.py), so a figure reads them as it reads ours.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from agenttrace import semconv as sc
+from agenttrace.columnar.per_trace import Traces, read, take
+from agenttrace.traces.span_records import SpanRecord
+
+STAGED = "mapped_in"  # the spans as they come from Python, before their hashes are taken
+SYNTHETIC = 1 << 63  # the first input order of a span the reading made (above every input's)
+_COLUMNS = ("i UInt64, trace_id String, parent_id String, span_id String, name String, kind String, status String, "
+            "start_ns Int64, end_ns Int64, run_label String, run_id String, segment String, scope String, "
+            "attrs Map(String, String), rounds Array(Tuple(Int64, Int64, Float64, Float64, Int64, Int64))")
+MAKE_STAGED = f"CREATE TEMPORARY TABLE {STAGED} ({_COLUMNS}) ENGINE = Memory"
+# the columns of `spans` (load.py), in its order
+INSERT = f"""INSERT INTO spans SELECT i, cityHash64(trace_id, span_id), cityHash64(trace_id, parent_id), trace_id, span_id,
+  name, kind, status, start_ns, end_ns, run_label, run_id, segment, scope, attrs, rounds, false FROM {STAGED}"""
+_KINDS = {"PRODUCER": "PRODUCER", "CONSUMER": "CONSUMER", "SERVER": "SERVER"}  # load.py's: every other is OTHER
+_ROUND_INTS = (sc.ROUND_DRAFTED, sc.ROUND_ACCEPTED)
+_BATCH = 5_000  # spans per insert
+
+
+def typed(key: str, value: Any) -> str:
+    """A value as load.py's typed text (s text, i integer, d double, b1/b0 boolean, a array and
+    its JSON)."""
+    if isinstance(value, bool):
+        return "b1" if value else "b0"
+    if isinstance(value, int):
+        return f"i{value}"
+    if isinstance(value, float):
+        return f"d{value!r}" if math.isfinite(value) else f"d{value}"
+    if isinstance(value, str):
+        return f"s{value}"
+    if isinstance(value, (list, tuple)):  # kept whole, unlike a file's (what was inferred, and why not)
+        return "a" + json.dumps(list(value))
+    return "a"
+
+
+def _number(value: Any, integer: bool) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value) if integer else float(value)
+
+
+def _rounds(span: SpanRecord) -> list[list[int | float]]:
+    """The span's speculate.round events as load.py's tuples (a missing value: 0)."""
+    keys = (sc.ROUND_DRAFTED, sc.ROUND_ACCEPTED, sc.ROUND_DRAFT_S, sc.ROUND_VERIFY_S, sc.ROUND_K, sc.ROUND_TREE_DEPTH)
+    ints = (True, True, False, False, True, True)
+    return [[_number(e.get(k), n) for k, n in zip(keys, ints, strict=True)]
+            for e in span.events if e.name == sc.EVENT_SPECULATE_ROUND]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def rows(spans: Sequence[SpanRecord], order: dict[tuple[str, str], int], next_synthetic: int) -> tuple[list[bytes], int]:
+    """The spans as JSONEachRow lines of STAGED, and the input order the next made span takes."""
+    out = []
+    for s in spans:
+        i = order.get((s.trace_id, s.span_id))
+        if i is None:
+            i, next_synthetic = next_synthetic, next_synthetic + 1
+        row = {"i": i, "trace_id": s.trace_id, "parent_id": s.parent_id or "", "span_id": s.span_id, "name": s.name,
+               "kind": _KINDS.get(s.kind, "OTHER"), "status": s.status, "start_ns": s.start_ns, "end_ns": s.end_ns,
+               "run_label": _text(s.resource.get(sc.RUN_LABEL)), "run_id": _text(s.resource.get(sc.RUN_ID)),
+               "segment": s.segment or "", "scope": s.scope,
+               "attrs": {k: typed(k, v) for k, v in s.attributes.items()}, "rounds": _rounds(s)}
+        out.append(json.dumps(row).encode())
+    return out, next_synthetic
+
+
+def batches(lines: list[bytes]) -> Iterator[list[bytes]]:
+    for n in range(0, len(lines), _BATCH):
+        yield lines[n:n + _BATCH]
+
+
+def unsaid(spans: Sequence[SpanRecord]) -> str | None:
+    """Why the queries would count a task's missing figures otherwise than the per-span code: the
+    reading said one is missing that the task has (steps inferred up to one it could not place),
+    where the queries count a figure missing only when it is absent. None: no such task."""
+    for s in spans:
+        said = s.attributes.get(sc.NOT_INFERRED) if s.segment == sc.Segment.AGENT else None
+        if not isinstance(said, (list, tuple)):
+            continue
+        figures = {str(x).partition(": ")[0] for x in said}
+        if ("steps" in figures and s.attributes.get(sc.STEPS)) or ("outcome" in figures and sc.TASK_OUTCOME in s.attributes):
+            return f"a task of another instrumentation whose reading left some figures out ({s.name!r})"
+    return None
+
+
+def route(engine, batch: bool = False) -> Traces | str | None:
+    """For a summary: the traces the queries do not state, dropped from `engine`'s table
+    (per_trace.take) and read by the per-span code into our span tree, to be put back (`put_back`)
+    once the table's own readings are read (Engine.inputs); or the reason the whole input goes to
+    the per-span path (per_trace.take: `batch`). None when there are none."""
+    routed = take(engine, batch)
+    if routed is None or isinstance(routed, str):
+        return routed
+    traces = read(engine, routed, False)
+    return traces if isinstance(traces, str) else unsaid(traces.mapped) or traces
+
+
+def put_back(engine, traces: Traces) -> None:
+    """The routed traces' span tree into `engine`'s `spans`: the queries compute their figures."""
+    engine.drop([STAGED])
+    engine.q(MAKE_STAGED)
+    lines, engine.next_synthetic = rows(traces.mapped, traces.order, engine.next_synthetic)
+    for batch in batches(lines):
+        engine.insert_rows(STAGED, batch)
+    engine.q(INSERT)
+    engine.drop([STAGED])
+    traces.mapped, traces.order = [], {}
