@@ -3,8 +3,9 @@
 ours, and a user's own spans of no known convention around ours.
 
 - `append_foreign`: the recorded framework traces (traces/frameworks/*.jsonl: OpenInference,
-  OpenLLMetry, GenAI, ADK, ...; 1,027 spans, their messages included) appended `copies` times,
-  each copy with fresh trace ids;
+  OpenLLMetry, GenAI, ADK, ...; 1,027 spans, their messages included; `--no-delegations`: 809
+  spans, without the traces that delegate to a sub-agent) appended `copies` times, each copy with
+  fresh trace ids;
 - `add_own_spans`: under a `share` of the spans, one child span named as a user's helper would be
   (no agenttrace.segment, no convention's marks), covering a part of its parent.
 """
@@ -28,12 +29,34 @@ def _files(path: Path) -> list[Path]:
     return sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
 
 
-def append_foreign(path: Path, copies: int, seed: int = 7) -> int:
-    """The framework traces, `copies` times, after the trace file `path` (into a file of their own
-    in a folder); the spans added."""
-    lines = [line for f in sorted(FRAMEWORKS.glob("*.jsonl")) for line in f.read_text().splitlines() if line.strip()]
-    if not lines:
+def framework_lines(delegations: bool = True) -> list[str]:
+    """The framework traces' lines, file by file; without `delegations`, only the traces whose
+    task delegates to no sub-agent (each framework's recording has one that does: its figures
+    need the per-span code, so a summary of it is made from the rows)."""
+    files = sorted(FRAMEWORKS.glob("*.jsonl"))
+    if not files:
         raise FileNotFoundError(f"the framework traces in {FRAMEWORKS} (a checkout of the repository has them)")
+    if delegations:
+        return [line for f in files for line in f.read_text().splitlines() if line.strip()]
+    from agenttrace.report.build import report_streamed
+
+    out = []
+    for f in files:
+        keep = {t.trace_id for t in report_streamed([str(f)]).tasks if not (t.sub_agents or t.segments.delegation)}
+        for line in f.read_text().splitlines():
+            if line.strip():
+                doc = json.loads(line)
+                for rs in doc["resourceSpans"]:
+                    for ss in rs["scopeSpans"]:
+                        ss["spans"] = [s for s in ss["spans"] if s["traceId"] in keep]
+                out.append(json.dumps(doc))
+    return out
+
+
+def append_foreign(path: Path, copies: int, seed: int = 7, delegations: bool = True) -> int:
+    """The framework traces (framework_lines), `copies` times, after the trace file `path` (into a
+    file of their own in a folder); the spans added."""
+    lines = framework_lines(delegations)
     rng = random.Random(seed)
     added = 0
     with (path / "foreign.jsonl" if path.is_dir() else path).open("a") as out:

@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--foreign", type=int, default=0, metavar="COPIES",
                    help="append the recorded framework traces (traces/frameworks: other instrumentations') this many "
                         "times, fresh trace ids each (bench/mixed.py)")
+    p.add_argument("--no-delegations", action="store_true",
+                   help="with --foreign: only the framework traces that delegate to no sub-agent (a summary of a "
+                        "delegation is made from the rows, so on the per-span path where foreign traces are present)")
     p.add_argument("--own-spans", type=float, default=0.0, metavar="SHARE",
                    help="add a child span of no known convention (a user's own) under this share of the spans")
     p.set_defaults(func=run)
@@ -223,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
             written += add_own_spans(path, args.own_spans)
         if args.foreign:
             try:
-                written += append_foreign(path, args.foreign)
+                written += append_foreign(path, args.foreign, delegations=not args.no_delegations)
             except FileNotFoundError as exc:
                 console.print(f"[red]agenttrace bench report: --foreign needs {exc}[/]")
                 return 2

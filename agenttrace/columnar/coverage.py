@@ -42,8 +42,7 @@ FOREIGN = f"segment = '' AND {recognisable()}"
 
 def checks() -> list[tuple[str, str]]:
     """What sends a whole input to the per-span path, asked of the span table before the tree is
-    built: `input_checks`, then `trace_checks` (where the report's traces are not routed one at a
-    time: a summary made a batch at a time)."""
+    built: `input_checks`, then `trace_checks` (where no trace was routed: a tree made again)."""
     return [*input_checks(), *trace_checks()]
 
 

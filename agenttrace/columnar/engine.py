@@ -2,8 +2,9 @@
 over trace files, or a ClickHouse store where its spans are (a server, or a chdb folder): the same
 statements, in the store's session, as temporary tables; only the rows of figures come back.
 Traces of another instrumentation are reported one at a time by the per-span code beside them
-(per_trace.py). Returns None (with the reason) when the input needs what the queries do not
-cover (coverage.py), so the caller reports it the per-span way.
+(per_trace.py), or, for a summary, read by it into our span tree and put back into the table
+(mapped.py). Returns None (with the reason) when the input needs what the queries do not cover
+(coverage.py), so the caller reports it the per-span way.
 """
 
 from __future__ import annotations

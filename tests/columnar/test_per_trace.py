@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("chdb")
 
+from agenttrace.bench.mixed import framework_lines
 from agenttrace.cli import main
 from agenttrace.columnar.engine import report_files, report_store
 from agenttrace.report.build import report_clickhouse, report_streamed
@@ -52,26 +53,13 @@ def _figures(report) -> dict:
     return {k: doc[k] for k in ("run", "by_label", "whatif", "roofline", "inputs", "problems")}
 
 
-def _without_delegations(src: Path, dst: Path) -> None:
-    """`src` without the traces whose tasks delegate (each framework's recording has one)."""
-    keep = {t.trace_id for t in report_streamed([str(src)]).tasks if not (t.sub_agents or t.segments.delegation)}
-    with dst.open("w") as out:
-        for line in src.read_text().splitlines():
-            doc = json.loads(line)
-            for rs in doc["resourceSpans"]:
-                for ss in rs["scopeSpans"]:
-                    ss["spans"] = [sp for sp in ss["spans"] if sp["traceId"] in keep]
-            out.write(json.dumps(doc) + "\n")
-
-
 @pytest.fixture(scope="module")
 def no_delegation(tmp_path_factory) -> Path:
     """Our samples beside every framework's trace that delegates to no sub-agent."""
     folder = tmp_path_factory.mktemp("no-delegation")
     for f in SAMPLES.glob("*.jsonl"):
         shutil.copy(f, folder / f.name)
-    for f in FRAMEWORKS.glob("*.jsonl"):
-        _without_delegations(f, folder / f.name)
+    (folder / "foreign.jsonl").write_text("".join(line + "\n" for line in framework_lines(delegations=False)))
     return folder
 
 
