@@ -3,7 +3,7 @@
 ours, and a user's own spans of no known convention around ours.
 
 - `append_foreign`: the recorded framework traces (traces/frameworks/*.jsonl: OpenInference,
-  OpenLLMetry, GenAI, ADK, ...; 1,027 spans, their messages included; `--no-delegations`: 809
+  OpenLLMetry, GenAI, ADK, ...; 1,027 spans, their messages included; `--no-delegations`: 687
   spans, without the traces that delegate to a sub-agent) appended `copies` times, each copy with
   fresh trace ids;
 - `add_own_spans`: under a `share` of the spans, one child span named as a user's helper would be
