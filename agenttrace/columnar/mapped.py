@@ -31,7 +31,6 @@ MAKE_STAGED = f"CREATE TEMPORARY TABLE {STAGED} ({_COLUMNS}) ENGINE = Memory"
 INSERT = f"""INSERT INTO spans SELECT i, cityHash64(trace_id, span_id), cityHash64(trace_id, parent_id), trace_id, span_id,
   name, kind, status, start_ns, end_ns, run_label, run_id, segment, scope, attrs, rounds, false FROM {STAGED}"""
 _KINDS = {"PRODUCER": "PRODUCER", "CONSUMER": "CONSUMER", "SERVER": "SERVER"}  # load.py's: every other is OTHER
-_ROUND_INTS = (sc.ROUND_DRAFTED, sc.ROUND_ACCEPTED)
 _BATCH = 5_000  # spans per insert
 
 
