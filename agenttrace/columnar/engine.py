@@ -276,7 +276,7 @@ class Engine:
             if why is None:
                 return _counted(self.summary(sources, inputs, problems, noted=bool(sample)), put_back)
             if put_back is not None:  # every task's rows, and the per-span code's reading of theirs, cost more
-                return Outcome(None, f"{why}, beside traces of another instrumentation (a summary from the rows)")
+                return Outcome(None, f"{why}, {mapped.BESIDE}")
             if not special["task"]:
                 self._remake_tree()  # the value tables dropped the charge the rows read
         tasks, b1 = self.table(rows.task_rows())

@@ -89,6 +89,10 @@ def batches(lines: list[bytes]) -> Iterator[list[bytes]]:
         yield lines[n:n + _BATCH]
 
 
+BESIDE = "beside traces of another instrumentation (a summary from the rows)"  # why such a summary is not made here
+_RUNS = (sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value)  # coverage.per_span_tasks' first rule
+
+
 def unsaid(spans: Sequence[SpanRecord]) -> str | None:
     """Why the queries would count a task's missing figures otherwise than the per-span code: the
     reading said one is missing that the task has (steps inferred up to one it could not place),
@@ -112,7 +116,11 @@ def route(engine, batch: bool = False) -> Traces | str | None:
     if routed is None or isinstance(routed, str):
         return routed
     traces = read(engine, routed, False)
-    return traces if isinstance(traces, str) else unsaid(traces.mapped) or traces
+    if isinstance(traces, str):
+        return traces
+    if any(s.segment in _RUNS for s in traces.mapped):  # known before the tree is made: no need to make it
+        return f"tasks whose figures the per-span code makes, {BESIDE}"
+    return unsaid(traces.mapped) or traces
 
 
 def put_back(engine, traces: Traces) -> None:
