@@ -86,17 +86,23 @@ def tree_checks(p: str = "x_") -> list[tuple[str, str]]:
     ]
 
 
-def per_span_tasks(p: str = "x_") -> str:
+def per_span_tasks(p: str = "x_", summary: bool = False) -> str:
     """SQL: the tasks whose figures the per-span code makes (task_figures on the task's spans, read
     back from the table): those with what the queries do not state. Each is rare in a trace and
-    costs Python per span of that task only."""
+    costs Python per span of that task only. `summary`: those the summary's aggregates do not
+    state (they state a delegating task's stages and sub-agent count; the rows do not)."""
     att, gen, agent = sc.Segment.ATTEMPT.value, sc.Segment.GENERATION.value, sc.Segment.AGENT.value
+    runs = (sc.Segment.COMPACTION.value,) if summary else (sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value)
     rules = [
         # sub-agents' runs and compactions: their stage times and what compaction costs the cache
-        f"SELECT task FROM {p}t WHERE segment IN ('{sc.Segment.DELEGATION}', '{sc.Segment.COMPACTION}')",
+        f"SELECT task FROM {p}t WHERE segment IN ({_quoted(runs)})",
         f"SELECT task FROM {p}t WHERE segment = '{agent}' AND i != task",  # an agent inside another's
         f"SELECT task FROM {p}t WHERE segment = '{gen}' AND in_gen",  # a model server's span in the call's
-        f"SELECT task FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i",
+        # an attempt not directly under its step; in a summary, one in a sub-agent's run only where
+        # that run holds parse or validation spans (else its validity is its outcome either way)
+        f"SELECT task FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i" + (
+            f" AND (NOT dlg OR task IN (SELECT task FROM {p}t WHERE dlg AND segment IN "
+            f"('{sc.Segment.PARSE}', '{sc.Segment.VALIDATION}')))" if summary else ""),
         # speculation rounds told as draft and verify child spans (the rows carry round events)
         (f"SELECT t.task FROM {p}t AS t JOIN spans AS g ON g.i = t.pi WHERE t.segment IN "
          f"('{sc.Segment.DRAFT}', '{sc.Segment.VERIFY}') AND g.segment = '{gen}' AND empty(g.rounds)"),

@@ -272,12 +272,13 @@ class Engine:
             return Outcome(None, reason)
         special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
         if summarised:
-            why = "tasks whose figures the per-span code makes" if special["task"] else summary.prepare(self)
+            rows_needed = special["task"] and self.scalar(f"SELECT count() FROM ({coverage.per_span_tasks(summary=True)})")
+            why = "tasks whose figures the per-span code makes" if rows_needed else summary.prepare(self)
             if why is None:
                 return _counted(self.summary(sources, inputs, problems, noted=bool(sample)), put_back)
             if put_back is not None:  # every task's rows, and the per-span code's reading of theirs, cost more
                 return Outcome(None, f"{why}, {mapped.BESIDE}")
-            if not special["task"]:
+            if not rows_needed:
                 self._remake_tree()  # the value tables dropped the charge the rows read
         tasks, b1 = self.table(rows.task_rows())
         steps, b2 = self.table(rows.step_rows())

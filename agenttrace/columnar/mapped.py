@@ -90,7 +90,7 @@ def batches(lines: list[bytes]) -> Iterator[list[bytes]]:
 
 
 BESIDE = "beside traces of another instrumentation (a summary from the rows)"  # why such a summary is not made here
-_RUNS = (sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value)  # coverage.per_span_tasks' first rule
+_RUNS = (sc.Segment.COMPACTION.value,)  # coverage.per_span_tasks' first rule, for a summary
 
 
 def unsaid(spans: Sequence[SpanRecord]) -> str | None:

@@ -27,9 +27,16 @@ _PARTS = {"draft": " + draft_ns", "verify": " + verify_ns", "constrain": " + con
 _BY_SEGMENT = "[" + ", ".join(f"if(seg = '{s}', seg_ns, 0){_PARTS.get(s, '')}" for s in SEGMENT_FIELDS) + "]"
 
 
-def _sums(condition: str, v: str = "v") -> str:
+def sums(condition: str, v: str = "v") -> str:
     """The arrays of the rows where `condition` holds, summed element-wise (zeros when none)."""
     return f"arrayResize(sumForEachIf({v}, {condition}), {_N}, toInt64(0))"
+
+
+def charges(p: str = "x_") -> str:
+    """Each span's charge (tree.py's `{p}c`) with its nanoseconds as an array (`v`) and whether it
+    has any (`nz`)."""
+    return (f"(SELECT task, step, step_d, att, att_d, off_d, dlg, seg, {_BY_SEGMENT} AS v, "
+            f"seg_ns != 0 OR draft_ns != 0 OR verify_ns != 0 OR constrain_ns != 0 AS nz FROM {p}c)")
 
 
 def segment_times(p: str = "x_") -> str:
@@ -38,16 +45,15 @@ def segment_times(p: str = "x_") -> str:
     owner's path, off_ns those beside it, each an array in SEGMENT_FIELDS' order. An owner gets a
     row when a span of it has time (`nz`). Summed as arrays, a row per span: a row per span and
     segment grouped twice took twice as long (0.47 against 0.25 s at 1M spans)."""
-    spans = f"(SELECT task, step, step_d, att, att_d, off_d, {_BY_SEGMENT} AS v, " \
-            f"seg_ns != 0 OR draft_ns != 0 OR verify_ns != 0 OR constrain_ns != 0 AS nz FROM {p}c)"
+    spans = charges(p)
     ok = sc.AttemptOutcome.OK.value
-    return f"""SELECT 0 AS kind, task AS owner, {_sums('off_d = 0')} AS on_ns, {_sums('NOT (off_d = 0)')} AS off_ns
+    return f"""SELECT 0 AS kind, task AS owner, {sums('off_d = 0')} AS on_ns, {sums('NOT (off_d = 0)')} AS off_ns
 FROM {spans} GROUP BY task HAVING countIf(nz) > 0
 UNION ALL
-SELECT 1, assumeNotNull(step), {_sums('off_d <= step_d')}, {_sums('NOT (off_d <= step_d)')}
+SELECT 1, assumeNotNull(step), {sums('off_d <= step_d')}, {sums('NOT (off_d <= step_d)')}
 FROM {spans} WHERE step IS NOT NULL GROUP BY step HAVING countIf(nz) > 0
 UNION ALL
-SELECT 2, assumeNotNull(c.step), {_sums('c.nz', 'c.v')}, arrayWithConstant({_N}, toInt64(0))
+SELECT 2, assumeNotNull(c.step), {sums('c.nz', 'c.v')}, arrayWithConstant({_N}, toInt64(0))
 FROM {spans} AS c JOIN {narrow((sc.ATTEMPT_OUTCOME,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = c.att
 WHERE c.att IS NOT NULL AND c.off_d <= c.att_d
   AND if(a.attrs['{sc.ATTEMPT_OUTCOME}'] = '', '{ok}', {text(sc.ATTEMPT_OUTCOME, 'a.attrs')}) != '{ok}'

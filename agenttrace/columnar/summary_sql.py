@@ -127,15 +127,31 @@ def statements(p: str = "x_") -> list[str]:
     input order, a key that holds across batches of files), `{p}seg`
     segment nanoseconds per owner, `{p}sr` step values, `{p}tv` task values, `{p}gv` generation
     values."""
-    stage_ns = ", ".join("(" + " + ".join(f"on_ns[{i}]" for i in idx) + ")" if idx else "toInt64(0)"
-                         for idx in STAGE_SEGMENTS.values())
-    gen = sc.Segment.GENERATION.value
+    gen, dlg = sc.Segment.GENERATION.value, sc.Segment.DELEGATION.value
+    mem = SEGMENT_FIELDS.index("memory") + 1
+
+    def stage(f: str, arr: str) -> str:
+        idx = STAGE_SEGMENTS[f]
+        return "(" + " + ".join(f"{arr}[{i}]" for i in idx) + ")" if idx else "toInt64(0)"
+
+    # stages.stage_times: by the stage of each segment; in a task that delegates, the sub-agents'
+    # time by theirs, the coordinator's own as delegation overhead (memory aside)
+    own = "arrayMap((x, y) -> x - y, on_ns, dl.sub_ns)"
+    stage_ns = ", ".join(
+        stage(f, "on_ns") if f == "memory" else
+        f"if(empty(dl.sub_ns), {stage(f, 'on_ns')}, arraySum({own}) - {own}[{mem}])" if f == "delegation_overhead" else
+        f"if(empty(dl.sub_ns), {stage(f, 'on_ns')}, {stage(f, 'dl.sub_ns')})" for f in STAGE_FIELDS)
     return [
         f"""CREATE TEMPORARY TABLE {p}tr {_M} AS
 SELECT (start_ns, task) AS o, task, nullIf(run_label, '') AS label, outcome, start_ns, end_ns
 FROM ({rows.task_rows(p)})""",
         f"""CREATE TEMPORARY TABLE {p}seg {_M} AS
 {rows.segment_times(p)}""",
+        # a task that delegates: the sub-agents' runs on its path, their time by segment
+        # (stages.stage_times: the coordinator's own time apart from theirs)
+        f"""CREATE TEMPORARY TABLE {p}dl {_M} AS
+SELECT task, {rows.sums('dlg AND off_d = 0')} AS sub_ns FROM {rows.charges(p)} GROUP BY task
+HAVING countIf(seg = '{dlg}' AND off_d = 0) > 0""",
         # the charge is read only by the segment times above (the rows path, should a check below
         # send the input there, remakes the tree: engine.py); its memory goes to the next tables'
         f"DROP TEMPORARY TABLE {p}c",
@@ -158,8 +174,12 @@ WITH st AS (
   FROM {p}sr GROUP BY task
 ), at AS (
   SELECT task, count() AS attempts, countIf(valid) AS valid_attempts FROM ({rows.attempt_rows(p)}) GROUP BY task
-), b AS (SELECT owner, on_ns, off_ns FROM {p}seg WHERE kind = 0)
-SELECT tr.o AS o, tr.label AS label, tr.outcome AS outcome, (tr.end_ns - tr.start_ns) / 1e9 AS wall_s,
+), b AS (SELECT owner, on_ns, off_ns FROM {p}seg WHERE kind = 0
+), sa AS (  -- figures._scan_step: the sub-agents' runs its steps hold (a hand-off before one aside)
+  SELECT t.task AS task, count() AS n FROM {p}t AS t JOIN {p}s AS s ON s.i = t.i
+  WHERE t.segment = '{dlg}' AND s.kind != 'PRODUCER' AND t.step IS NOT NULL AND NOT t.in_gen GROUP BY t.task
+)
+SELECT tr.o AS o, ifNull(sa.n, 0) AS sub_agents, tr.label AS label, tr.outcome AS outcome, (tr.end_ns - tr.start_ns) / 1e9 AS wall_s,
        ifNull(st.n_steps, 0) AS n_steps, if(st.first IS NULL, NULL, (st.first - tr.start_ns) / 1e9) AS ttvtc_s,
        if(st.first_correct IS NULL, NULL, (st.first_correct - tr.start_ns) / 1e9) AS tca_s,
        ifNull(st.marks, false) AS expects, ifNull(st.valid, 0) AS valid,
@@ -171,6 +191,7 @@ SELECT tr.o AS o, tr.label AS label, tr.outcome AS outcome, (tr.end_ns - tr.star
                     if(empty(st.task_retry_seg), arrayWithConstant({_N}, toFloat64(0)), st.task_retry_seg),
                     {_seconds('off_ns')}) AS sums
 FROM {p}tr AS tr LEFT JOIN st ON st.task = tr.task LEFT JOIN at ON at.task = tr.task LEFT JOIN b ON b.owner = tr.task
+LEFT JOIN {p}dl AS dl ON dl.task = tr.task LEFT JOIN sa ON sa.task = tr.task
 SETTINGS join_use_nulls = 1""",  # (an array is never NULL: a task with no row there has [] instead: `empty`)
         f"""CREATE TEMPORARY TABLE {p}gv {_M} AS
 SELECT * EXCEPT ({_GV_STEPS}) FROM (
@@ -264,6 +285,7 @@ def task_aggregates(p: str = "x_") -> str:
     rows = "groupArray((o, sums, wall_s, ttvtc_s, if(expects, tca_s, NULL), throughput))"
     return f"""SELECT grouping(label) = 1 AS whole, label, min(o) AS first, count() AS tasks,
        countIf(outcome = '{done}') AS completed, countIf(outcome = '{loop}') AS loops, sum(valid) AS decisions,
+       sum(sub_agents) AS sub_agents,
        sum(attempts) AS t_attempts, sum(valid_attempts) AS t_valid_attempts,
        {in_order(rows, ("sums", "task_wall", "ttvtc", "tca", "throughput"))},
        [{", ".join(running_sum(f"arrayMap(x -> x[{j + 1}], sums_o)") for j in range(len(TASK_SUMS)))}] AS t_sums,

@@ -71,7 +71,8 @@ def created(sqls: list[str]) -> list[str]:
 def statements(p: str = "x_") -> list[str]:
     gen, step, att, agent = (sc.Segment.GENERATION.value, sc.Segment.STEP.value, sc.Segment.ATTEMPT.value,
                              sc.Segment.AGENT.value)
-    closed = f"('{sc.Segment.DELEGATION.value}')"
+    dlg = sc.Segment.DELEGATION.value
+    closed = f"('{dlg}')"
     # below a sub-agent's run (or an agent inside the task's): not the task's steps (figures.task_steps)
     shut = f"(r.closed OR (r.task IS NOT NULL AND (r.seg IN {closed} OR (r.seg = '{agent}' AND r.i != r.task))))"
     detached = "(c.pkind = 'PRODUCER' AND c.kind = 'CONSUMER')"
@@ -86,7 +87,7 @@ WITH RECURSIVE r AS (
   SELECT i, if(segment = '{agent}', i, NULL) AS task, start_ns AS lo, greatest(start_ns, end_ns) AS hi,
          segment AS seg, CAST(NULL AS Nullable(String)) AS inh, true AS blk, false AS dropped, toUInt32(0) AS depth,
          CAST(NULL AS Nullable(UInt64)) AS step, toUInt32(0) AS step_d, CAST(NULL AS Nullable(UInt64)) AS att,
-         toUInt32(0) AS att_d, false AS in_gen, false AS closed, pi, start_ns
+         toUInt32(0) AS att_d, false AS in_gen, false AS closed, pi, start_ns, false AS in_dlg
   FROM {p}s WHERE pi IS NULL
   UNION ALL
   SELECT c.i,
@@ -105,12 +106,14 @@ WITH RECURSIVE r AS (
          if(r.att IS NULL AND r.step = r.i AND c.segment = '{att}', r.depth + 1, r.att_d),
          r.in_gen OR r.seg = '{gen}',
          {shut},
-         c.pi, c.start_ns
+         c.pi, c.start_ns,
+         r.in_dlg OR (r.task IS NOT NULL AND r.seg = '{dlg}')
   FROM r JOIN {p}s AS c ON c.pi = r.i
 )
 SELECT r.i AS i, assumeNotNull(r.task) AS task, r.lo AS lo, r.hi AS hi, r.inh AS inh,
        r.blk AND r.i != r.task AS blk, r.dropped AS dropped, r.depth AS depth, r.step AS step, r.step_d AS step_d,
-       r.att AS att, r.att_d AS att_d, r.in_gen AS in_gen, r.pi AS pi, r.start_ns AS start_ns, r.seg AS segment
+       r.att AS att, r.att_d AS att_d, r.in_gen AS in_gen, r.pi AS pi, r.start_ns AS start_ns, r.seg AS segment,
+       r.in_dlg OR r.seg = '{dlg}' AS dlg
 FROM r WHERE r.task IS NOT NULL""",
         # parents whose blocking children overlap (children in start order, ties: input order)
         f"""CREATE TEMPORARY TABLE {p}ov {_M} AS
@@ -147,7 +150,7 @@ WITH kids AS (
   SELECT t.pi AS pi, sum(if(f.followed, t.hi - t.lo, 0)) AS kid_ns, max(t.segment IN ('draft', 'verify')) AS has_dv
   FROM {p}t AS t JOIN {p}f AS f ON f.i = t.i WHERE t.blk GROUP BY t.pi
 ), base AS (
-  SELECT t.i AS i, t.task AS task, t.step AS step, t.step_d AS step_d, t.att AS att, t.att_d AS att_d,
+  SELECT t.i AS i, t.task AS task, t.step AS step, t.step_d AS step_d, t.att AS att, t.att_d AS att_d, t.dlg AS dlg,
          if(t.segment != '', t.segment, coalesce(t.inh, 'other')) AS seg0,
          (t.hi - t.lo) - coalesce(kids.kid_ns, 0) AS self_ns, coalesce(kids.has_dv, false) AS has_dv,
          ifNull(s.draft_s, 0) AS draft_s, ifNull(s.verify_s, 0) AS verify_s, ifNull(s.con_s, 0) AS con_s
@@ -168,7 +171,7 @@ WITH kids AS (
   SELECT *, if(seg = '{gen}', greatest(0, least(self_ns - draft_ns - verify_ns, toInt64(roundBankers(con_s * 1e9)))), 0)
             AS constrain_ns FROM dv2
 )
-SELECT c.i AS i, task, step, step_d, att, att_d, o.off_d AS off_d, seg,
+SELECT c.i AS i, task, step, step_d, att, att_d, dlg, o.off_d AS off_d, seg,
        self_ns - draft_ns - verify_ns - constrain_ns AS seg_ns, draft_ns, verify_ns, constrain_ns
 FROM c JOIN {p}o AS o ON o.i = c.i
 SETTINGS join_use_nulls = 1""",

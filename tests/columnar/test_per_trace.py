@@ -12,7 +12,6 @@ import pytest
 
 pytest.importorskip("chdb")
 
-from agenttrace.bench.mixed import framework_lines
 from agenttrace.cli import main
 from agenttrace.columnar.engine import report_files, report_store
 from agenttrace.report.build import report_clickhouse, report_streamed
@@ -53,37 +52,32 @@ def _figures(report) -> dict:
     return {k: doc[k] for k in ("run", "by_label", "whatif", "roofline", "inputs", "problems")}
 
 
-@pytest.fixture(scope="module")
-def no_delegation(tmp_path_factory) -> Path:
-    """Our samples beside every framework's trace that delegates to no sub-agent."""
-    folder = tmp_path_factory.mktemp("no-delegation")
-    for f in SAMPLES.glob("*.jsonl"):
-        shutil.copy(f, folder / f.name)
-    (folder / "foreign.jsonl").write_text("".join(line + "\n" for line in framework_lines(delegations=False)))
-    return folder
-
-
-def test_a_summary_of_ours_and_other_instrumentations_traces_is_made_in_the_engine(no_delegation, mixed, monkeypatch):
+def test_a_summary_of_ours_and_other_instrumentations_traces_is_made_in_the_engine(mixed, tmp_path, monkeypatch):
     # the foreign traces go back into the table as our span tree (columnar/mapped.py) and the
-    # aggregates make every figure (no task row comes back): the per-span path's figures
+    # aggregates make every figure (no task row comes back), the delegating tasks' stages and
+    # sub-agent counts too: the per-span path's figures
     from agenttrace.columnar import batches, summary
 
     made = []
     monkeypatch.setattr(summary, "run_folds", lambda engine, p, f=summary.run_folds: made.append(1) or f(engine, p))
-    full = report_streamed([str(no_delegation)])
-    outcome = report_files([no_delegation], threads=2, summary_only=True)
+    full = report_streamed([str(mixed)])
+    assert full.run.sub_agents and full.run.stages.delegation_overhead
+    outcome = report_files([mixed], threads=2, summary_only=True)
     assert outcome.reason is None and outcome.per_trace_spans > 0 and outcome.report.tasks == []
     assert _figures(outcome.report) == _figures(full) and len(made) == 1
-    sampled = report_files([no_delegation], threads=2, sample=100)
+    sampled = report_files([mixed], threads=2, sample=100)
     assert "made in the engine" in sampled.report.problems[-1]
     assert {**_figures(sampled.report), "problems": []} == {**_figures(full), "problems": []}
-    # a delegation's task needs the per-span code, so the rows of every task: the per-span path's
-    # summary costs less than those and the per-span reading of the foreign traces
-    for kwargs in ({"summary_only": True}, {"sample": 100}):
-        assert "beside traces of another instrumentation" in report_files([mixed], **kwargs).reason
-    # a file a batch: each batch's foreign traces go back into its table, the inputs' readings add up
-    monkeypatch.setattr(batches, "BATCH_BYTES", 1)
-    assert _figures(report_files([no_delegation], threads=2, summary_only=True).report) == _figures(full)
+    # a compaction's task needs the per-span code, so the rows of every task: beside foreign traces
+    # the per-span path's summary costs less than those and the per-span reading of them
+    both = tmp_path / "both"
+    both.mkdir()
+    for f in (ROOT / "traces" / "long_horizon" / "demo-long_horizon.jsonl", FRAMEWORKS / "smolagents-openinference.jsonl"):
+        shutil.copy(f, both / f.name)
+    assert "beside traces of another instrumentation" in report_files([both], summary_only=True).reason
+    # three batches of files: each batch's foreign traces go back into its table, the inputs' readings add up
+    monkeypatch.setattr(batches, "BATCH_BYTES", sum(f.stat().st_size for f in mixed.glob("*.jsonl")) // 3)
+    assert _figures(report_files([mixed], threads=2, summary_only=True).report) == _figures(full)
     assert len(made) == 3
 
 
@@ -114,15 +108,15 @@ def test_a_store_of_ours_and_other_instrumentations_traces_gives_the_per_span_re
     assert out.err == "" and json.loads(out.out) == json.loads(report_clickhouse(query).model_dump_json())
 
 
-@pytest.mark.parametrize("spans_per_batch", [None, 200])
-def test_a_stores_summary_of_ours_and_other_instrumentations_traces_is_made_in_it(no_delegation, tmp_path, capsys,
+@pytest.mark.parametrize("spans_per_batch", [None, 300])
+def test_a_stores_summary_of_ours_and_other_instrumentations_traces_is_made_in_it(mixed, tmp_path, capsys,
                                                                                  monkeypatch, spans_per_batch):
     # their traces go back into the table, in the store's session, as our span tree; read in
     # batches of traces, each batch's do, and the store's reading adds up
     from agenttrace.columnar import batches
 
     url = f"chdb:{tmp_path / 'ch'}"
-    assert main(["export", str(no_delegation), "--clickhouse", url]) == 0
+    assert main(["export", str(mixed), "--clickhouse", url]) == 0
     capsys.readouterr()
     query = ClickHouseQuery(url)
     if spans_per_batch:
@@ -132,7 +126,7 @@ def test_a_stores_summary_of_ours_and_other_instrumentations_traces_is_made_in_i
     summary = report_store(query, threads=1, summary_only=True)
     assert summary.reason is None and summary.per_trace_spans > 0
     assert _figures(summary.report) == _figures(report_clickhouse(query))
-    assert not spans_per_batch or len(loads) > 3, loads
+    assert not spans_per_batch or len(loads) >= 3, loads
 
     def printed(*args: str) -> str:
         assert main(["report", "--clickhouse", url, *args, "--summary-only", "--format", "markdown"]) == 0
