@@ -31,8 +31,7 @@ def _files(path: Path) -> list[Path]:
 
 def framework_lines(delegations: bool = True) -> list[str]:
     """The framework traces' lines, file by file; without `delegations`, only the traces whose
-    task delegates to no sub-agent (each framework's recording has one that does: its figures
-    need the per-span code, so a summary of it is made from the rows)."""
+    task delegates to no sub-agent (each framework's recording has one that does)."""
     files = sorted(FRAMEWORKS.glob("*.jsonl"))
     if not files:
         raise FileNotFoundError(f"the framework traces in {FRAMEWORKS} (a checkout of the repository has them)")

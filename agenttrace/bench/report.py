@@ -58,8 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="append the recorded framework traces (traces/frameworks: other instrumentations') this many "
                         "times, fresh trace ids each (bench/mixed.py)")
     p.add_argument("--no-delegations", action="store_true",
-                   help="with --foreign: only the framework traces that delegate to no sub-agent (a summary of a "
-                        "delegation is made from the rows, so on the per-span path where foreign traces are present)")
+                   help="with --foreign: only the framework traces that delegate to no sub-agent")
     p.add_argument("--own-spans", type=float, default=0.0, metavar="SHARE",
                    help="add a child span of no known convention (a user's own) under this share of the spans")
     p.set_defaults(func=run)

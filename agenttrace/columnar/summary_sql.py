@@ -125,8 +125,8 @@ _GV_STEPS = "prefill0, dr, chain, asked, kk, acc, asked_ks, asked_n, rf_p, rf_n,
 def statements(p: str = "x_") -> list[str]:
     """The value tables, over the tree's (tree.py): `{p}tr` tasks with their order (`o`: start, then
     input order, a key that holds across batches of files), `{p}seg`
-    segment nanoseconds per owner, `{p}sr` step values, `{p}tv` task values, `{p}gv` generation
-    values."""
+    segment nanoseconds per owner, `{p}dl` the sub-agents' runs' nanoseconds on a delegating
+    task's path, `{p}sr` step values, `{p}tv` task values, `{p}gv` generation values."""
     gen, dlg = sc.Segment.GENERATION.value, sc.Segment.DELEGATION.value
     mem = SEGMENT_FIELDS.index("memory") + 1
 

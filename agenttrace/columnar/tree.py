@@ -8,8 +8,8 @@ nothing lands in a store's database):
 - `{p}t`: one top-down pass from the roots carrying the task (the outermost agent span), the step
   (the task's step the span is under: not through a sub-agent's run), the attempt (a child attempt
   of that step), the interval sanitised against the parent's (children wholly outside it are
-  `dropped`), the inherited segment (a span of no segment inside a generation is generation) and
-  whether it sits inside a generation;
+  `dropped`), the inherited segment (a span of no segment inside a generation is generation),
+  whether it sits inside a generation, and whether it is or sits inside a sub-agent's run (`dlg`);
 - `{p}f`: `followed`: where a parent's blocking children overlap, only the chain of the critical
   path is followed (the latest end, then the latest end at or before that child's start);
 - `{p}o`: `off_d`, the depth (from the task) of the deepest link off the path above each span: a
