@@ -86,13 +86,18 @@ def tree_checks(p: str = "x_") -> list[tuple[str, str]]:
     ]
 
 
+# The spans whose task's summary figures the aggregates do not state (a compaction's stage and
+# what it costs the cache); a sub-agent's run (delegation) they do, the rows do not.
+SUMMARY_RUNS = (sc.Segment.COMPACTION.value,)
+
+
 def per_span_tasks(p: str = "x_", summary: bool = False) -> str:
     """SQL: the tasks whose figures the per-span code makes (task_figures on the task's spans, read
     back from the table): those with what the queries do not state. Each is rare in a trace and
     costs Python per span of that task only. `summary`: those the summary's aggregates do not
     state (they state a delegating task's stages and sub-agent count; the rows do not)."""
     att, gen, agent = sc.Segment.ATTEMPT.value, sc.Segment.GENERATION.value, sc.Segment.AGENT.value
-    runs = (sc.Segment.COMPACTION.value,) if summary else (sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value)
+    runs = SUMMARY_RUNS if summary else (sc.Segment.DELEGATION.value, *SUMMARY_RUNS)
     rules = [
         # sub-agents' runs and compactions: their stage times and what compaction costs the cache
         f"SELECT task FROM {p}t WHERE segment IN ({_quoted(runs)})",

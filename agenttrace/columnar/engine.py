@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,17 @@ class Outcome:
 _LAST = (1 << 64) - 1  # the highest input order
 
 
+@contextmanager
+def _said() -> Iterator[None]:
+    """A store's error as ColumnarError saying what ClickHouse said (its first line)."""
+    try:
+        yield
+    except ClickHouseError as exc:
+        raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
+    except UnicodeDecodeError as exc:  # text the engine kept as bytes that are not UTF-8
+        raise ColumnarError(f"text that is not UTF-8 ({exc.reason})") from exc
+
+
 class Engine:
     """One session of a store (default: chdb in memory, for files): load, check coverage, run
     the figures, assemble the report."""
@@ -67,31 +79,23 @@ class Engine:
         self.next_synthetic = mapped.SYNTHETIC  # the input order of the next span a foreign trace's reading made
 
     def q(self, sql: str, params: dict | None = None) -> None:
-        try:
+        with _said():
             self.store.command(sql, params)
-        except ClickHouseError as exc:  # what ClickHouse said, first line
-            raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
 
     def table(self, sql: str) -> tuple[dict[str, list], int]:
-        try:
+        with _said():
             t = self.store.arrow(sql)
             return t.to_pydict(), t.nbytes
-        except ClickHouseError as exc:
-            raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
-        except UnicodeDecodeError as exc:  # text the engine kept as bytes that are not UTF-8
-            raise ColumnarError(f"text that is not UTF-8 ({exc.reason})") from exc
 
     def scalar(self, sql: str) -> int:
         values = next(iter(self.table(sql)[0].values()))
         return int(values[0] or 0) if values else 0
 
-    def scalar_with(self, sql: str, params: dict) -> int:
-        """`sql`'s one value, with query parameters (the store's filters)."""
-        try:
-            rows_ = self.store.rows(sql, params)
-        except ClickHouseError as exc:
-            raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
-        return int(rows_[0][0] or 0) if rows_ else 0
+    def exists(self, sql: str, params: dict) -> bool:
+        """Whether `sql` (with query parameters: the store's filters) gives a row; LIMIT 1, so the
+        engine stops at the first."""
+        with _said():
+            return bool(self.store.rows(f"{sql} LIMIT 1", params))
 
     def _part(self, lo: int, hi: int, keyed: bool = False) -> tuple[readings.Part, int]:
         """What the table holds of the input whose spans' input orders run lo..hi (readings.py;
@@ -193,7 +197,7 @@ class Engine:
         """Whether a span the store's query picks (store_batches) is ours (agenttrace.segment)."""
         _, where, params = self._read
         ours = f"{' AND' if where else ' WHERE'} SpanAttributes['{sc.SEGMENT}'] != ''"
-        return bool(self.scalar_with(f"SELECT count() > 0 FROM {self.query.table}{where}{ours}", params))
+        return self.exists(f"SELECT 1 FROM {self.query.table}{where}{ours}", params)
 
     def load_store_batch(self, batch: int) -> None:
         """One batch of the store's picked traces (store_batches) into a new `spans`."""
@@ -234,10 +238,8 @@ class Engine:
 
     def insert_rows(self, table: str, lines: list[bytes]) -> None:
         """JSONEachRow `lines` into `table` (a temporary table of this session)."""
-        try:
+        with _said():
             self.store.insert_json_rows(table, lines)
-        except ClickHouseError as exc:
-            raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
 
     def inputs(self, traces: per_trace.Traces) -> list[InputFigures]:
         """Each input's reading: the table's spans (after the routed traces left it) and theirs."""
@@ -270,9 +272,8 @@ class Engine:
         reason = self.make_tree(checks=())  # asked above (routed traces have left the table)
         if reason:
             return Outcome(None, reason)
-        special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
-        if summarised:
-            rows_needed = special["task"] and self.scalar(f"SELECT count() FROM ({coverage.per_span_tasks(summary=True)})")
+        if summarised:  # the tasks the aggregates do not state (the rows' per-span tasks are read below)
+            rows_needed = self.scalar(f"SELECT count() FROM ({coverage.per_span_tasks(summary=True)})")
             why = "tasks whose figures the per-span code makes" if rows_needed else summary.prepare(self)
             if why is None:
                 return _counted(self.summary(sources, inputs, problems, noted=bool(sample)), put_back)
@@ -280,6 +281,7 @@ class Engine:
                 return Outcome(None, f"{why}, {mapped.BESIDE}")
             if not rows_needed:
                 self._remake_tree()  # the value tables dropped the charge the rows read
+        special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
         tasks, b1 = self.table(rows.task_rows())
         steps, b2 = self.table(rows.step_rows())
         attempts, b3 = self.table(rows.attempt_rows())

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agenttrace import semconv as sc
+from agenttrace.columnar.coverage import SUMMARY_RUNS
 from agenttrace.columnar.per_trace import Traces, read, take
 from agenttrace.traces.span_records import SpanRecord
 
@@ -90,7 +91,6 @@ def batches(lines: list[bytes]) -> Iterator[list[bytes]]:
 
 
 BESIDE = "beside traces of another instrumentation (a summary from the rows)"  # why such a summary is not made here
-_RUNS = (sc.Segment.COMPACTION.value,)  # coverage.per_span_tasks' first rule, for a summary
 
 
 def unsaid(spans: Sequence[SpanRecord]) -> str | None:
@@ -118,7 +118,7 @@ def route(engine, batch: bool = False) -> Traces | str | None:
     traces = read(engine, routed, False)
     if isinstance(traces, str):
         return traces
-    if any(s.segment in _RUNS for s in traces.mapped):  # known before the tree is made: no need to make it
+    if any(s.segment in SUMMARY_RUNS for s in traces.mapped):  # known before the tree is made: no need to make it
         return f"tasks whose figures the per-span code makes, {BESIDE}"
     return unsaid(traces.mapped) or traces
 
