@@ -86,28 +86,40 @@ def tree_checks(p: str = "x_") -> list[tuple[str, str]]:
     ]
 
 
-# The spans whose task's summary figures the aggregates do not state (a compaction's stage and
-# what it costs the cache); a sub-agent's run (delegation) they do, the rows do not.
-SUMMARY_RUNS = (sc.Segment.COMPACTION.value,)
+def _parallel_decisions(p: str) -> str:
+    """SQL: the tasks where a step's attempt holds parse or validation spans of sub-agents' runs
+    that overlap each other. The attempt's validity reads its last parse and validation in the
+    per-span walk's order (figures._attempt_valid: depth first, children by start), which is
+    their time order (rows.attempt_rows) only where the runs holding them do not overlap."""
+    dlg = sc.Segment.DELEGATION.value
+    decided = (f"SELECT att FROM {p}t WHERE dlg AND att IS NOT NULL AND NOT in_gen "
+               f"AND segment IN ('{sc.Segment.PARSE}', '{sc.Segment.VALIDATION}')")
+    runs = f"(SELECT task, att, i, lo, hi FROM {p}t WHERE segment = '{dlg}' AND att IN ({decided}))"
+    return f"SELECT a.task FROM {runs} AS a JOIN {runs} AS b ON a.att = b.att WHERE a.i < b.i AND a.lo < b.hi AND b.lo < a.hi"
 
 
 def per_span_tasks(p: str = "x_", summary: bool = False) -> str:
     """SQL: the tasks whose figures the per-span code makes (task_figures on the task's spans, read
     back from the table): those with what the queries do not state. Each is rare in a trace and
     costs Python per span of that task only. `summary`: those the summary's aggregates do not
-    state (they state a delegating task's stages and sub-agent count; the rows do not)."""
+    state (they state a delegating task's stages and sub-agent count, and the stage and cache cost
+    of a compaction the task's agent ran itself, outside any sub-agent's run; the rows do not)."""
     att, gen, agent = sc.Segment.ATTEMPT.value, sc.Segment.GENERATION.value, sc.Segment.AGENT.value
-    runs = SUMMARY_RUNS if summary else (sc.Segment.DELEGATION.value, *SUMMARY_RUNS)
+    dlg, cmp = sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value
+    runs = (f"SELECT task FROM {p}t WHERE (segment = '{cmp}' AND (dlg OR ifNull(pi, 0) != task)) "
+            f"OR (segment = '{dlg}' AND cmp)") if summary else f"SELECT task FROM {p}t WHERE segment IN ('{dlg}', '{cmp}')"
     rules = [
         # sub-agents' runs and compactions: their stage times and what compaction costs the cache
-        f"SELECT task FROM {p}t WHERE segment IN ({_quoted(runs)})",
+        # (in a summary: a compaction below the task's agent, or a sub-agent's run and a
+        # compaction one inside the other, whose stages nest)
+        runs,
         f"SELECT task FROM {p}t WHERE segment = '{agent}' AND i != task",  # an agent inside another's
         f"SELECT task FROM {p}t WHERE segment = '{gen}' AND in_gen",  # a model server's span in the call's
-        # an attempt not directly under its step; in a summary, one in a sub-agent's run only where
-        # that run holds parse or validation spans (else its validity is its outcome either way)
+        # an attempt not directly under its step; in a summary, not one of a sub-agent's run inside
+        # the step's attempt (rows.attempt_rows says its validity), outside any generation
         f"SELECT task FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i" + (
-            f" AND (NOT dlg OR task IN (SELECT task FROM {p}t WHERE dlg AND segment IN "
-            f"('{sc.Segment.PARSE}', '{sc.Segment.VALIDATION}')))" if summary else ""),
+            " AND NOT (dlg AND ad = 2 AND att IS NOT NULL AND NOT in_gen)" if summary else ""),
+        *([_parallel_decisions(p)] if summary else []),
         # speculation rounds told as draft and verify child spans (the rows carry round events)
         (f"SELECT t.task FROM {p}t AS t JOIN spans AS g ON g.i = t.pi WHERE t.segment IN "
          f"('{sc.Segment.DRAFT}', '{sc.Segment.VERIFY}') AND g.segment = '{gen}' AND empty(g.rounds)"),

@@ -18,7 +18,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agenttrace import semconv as sc
-from agenttrace.columnar.coverage import SUMMARY_RUNS
 from agenttrace.columnar.per_trace import Traces, read, take
 from agenttrace.traces.span_records import SpanRecord
 
@@ -118,8 +117,6 @@ def route(engine, batch: bool = False) -> Traces | str | None:
     traces = read(engine, routed, False)
     if isinstance(traces, str):
         return traces
-    if any(s.segment in SUMMARY_RUNS for s in traces.mapped):  # known before the tree is made: no need to make it
-        return f"tasks whose figures the per-span code makes, {BESIDE}"
     return unsaid(traces.mapped) or traces
 
 

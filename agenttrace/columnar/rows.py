@@ -35,7 +35,7 @@ def sums(condition: str, v: str = "v") -> str:
 def charges(p: str = "x_") -> str:
     """Each span's charge (tree.py's `{p}c`) with its nanoseconds as an array (`v`) and whether it
     has any (`nz`)."""
-    return (f"(SELECT task, step, step_d, att, att_d, off_d, dlg, seg, {_BY_SEGMENT} AS v, "
+    return (f"(SELECT task, step, step_d, att, att_d, off_d, dlg, cmp, seg, {_BY_SEGMENT} AS v, "
             f"seg_ns != 0 OR draft_ns != 0 OR verify_ns != 0 OR constrain_ns != 0 AS nz FROM {p}c)")
 
 
@@ -104,23 +104,26 @@ SETTINGS join_use_nulls = 1"""
 
 
 def attempt_rows(p: str = "x_") -> str:
-    """A row per attempt under a task step: (task, valid)."""
+    """A row per attempt under a task step: (task, valid). A step's own attempt holds every
+    parse and validation below it, a sub-agent's too (figures._attempt_valid walks the whole
+    subtree); an attempt of a sub-agent's run inside it (`ad` 2) holds its own."""
     ok = sc.AttemptOutcome.OK.value
     return f"""WITH scan AS (
-  SELECT t.att AS att, s.segment AS seg, (s.start_ns, s.i) AS at,
+  SELECT arrayJoin(if(t.ad = 2, [assumeNotNull(t.att), assumeNotNull(t.ia)], [assumeNotNull(t.att)])) AS a,
+         s.segment AS seg, (s.start_ns, s.i) AS at,
          if(seg = '{sc.Segment.PARSE}', {is_true(sc.PARSE_OK, 's.attrs')}, {is_true(sc.VALIDATION_OK, 's.attrs')}) AS held
   FROM {p}t AS t JOIN {narrow((sc.PARSE_OK, sc.VALIDATION_OK), (sc.Segment.PARSE, sc.Segment.VALIDATION))} AS s ON s.i = t.i
   WHERE t.att IS NOT NULL AND NOT t.in_gen AND s.segment IN ('{sc.Segment.PARSE}', '{sc.Segment.VALIDATION}')
-), per AS (
-  SELECT att, countIf(seg = '{sc.Segment.PARSE}') AS parses, argMaxIf(held, at, seg = '{sc.Segment.PARSE}') AS parse_ok,
+), per AS (  -- each span in its step's attempt, and in a sub-agent's attempt inside that one
+  SELECT a, countIf(seg = '{sc.Segment.PARSE}') AS parses, argMaxIf(held, at, seg = '{sc.Segment.PARSE}') AS parse_ok,
          countIf(seg = '{sc.Segment.VALIDATION}') AS validations,
          argMaxIf(held, at, seg = '{sc.Segment.VALIDATION}') AS validation_ok
-  FROM scan GROUP BY att
+  FROM scan GROUP BY a
 )
 SELECT t.task AS task,
        if(ifNull(per.parses, 0) = 0 AND ifNull(per.validations, 0) = 0, {text(sc.ATTEMPT_OUTCOME, 's.attrs')} = '{ok}',
           (ifNull(per.parses, 0) = 0 OR per.parse_ok) AND (ifNull(per.validations, 0) = 0 OR per.validation_ok)) AS valid
-FROM {p}t AS t JOIN {narrow((sc.ATTEMPT_OUTCOME,), (sc.Segment.ATTEMPT,))} AS s ON s.i = t.i LEFT JOIN per ON per.att = t.i
+FROM {p}t AS t JOIN {narrow((sc.ATTEMPT_OUTCOME,), (sc.Segment.ATTEMPT,))} AS s ON s.i = t.i LEFT JOIN per ON per.a = t.i
 WHERE t.step IS NOT NULL AND s.segment = '{sc.Segment.ATTEMPT}'
 SETTINGS join_use_nulls = 1"""
 

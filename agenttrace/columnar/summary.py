@@ -72,7 +72,8 @@ def _fold(task: dict | None, step: dict | None, gens: dict | None, by_method: li
     if task is not None:
         sums = dict(zip(q.TASK_SUMS, task["t_sums"], strict=True))
         fold.whole, fold.completed, fold.loops = task["tasks"], task["completed"], task["loops"]
-        fold.sub_agents = task["sub_agents"]
+        fold.sub_agents, fold.compactions = task["sub_agents"], task["compactions"]
+        fold.reprefill_tokens, fold.reprefill_s = task["reprefill_tokens"], sums["reprefill_s"]
         fold.decisions, fold.attempts, fold.valid_attempts = task["decisions"], task["t_attempts"], task["t_valid_attempts"]
         fold.wall, fold.retry_s, fold.overlap_s = sums["wall_s"], sums["retry_s"], sums["overlap_s"]
         fold.stages = StageTimes(**{f: sums[f"stage_{f}"] for f in STAGE_FIELDS})
@@ -147,7 +148,7 @@ def run_folds(engine, p: str = "x_") -> tuple[list[str | None], RunFold, dict[st
     """The labels in the order their first task started, the whole run's fold, each label's, and
     the bytes that came back. `engine`: an Engine `prepare` readied (`p`: the value tables'
     prefix)."""
-    t_extra = "whole, label, first, tasks, completed, loops, decisions, sub_agents, t_attempts, t_valid_attempts, t_sums, " + ", ".join(
+    t_extra = "whole, label, first, tasks, completed, loops, decisions, sub_agents, compactions, reprefill_tokens, t_attempts, t_valid_attempts, t_sums, " + ", ".join(
         f"{c}, {c}_first" for c in ("no_steps", "no_ttvtc", "no_outcome"))
     tasks, b1 = _aggregate(engine, q.keep_columns(q.task_aggregates(p), q.TASK_DISTRIBUTIONS, t_extra))
     steps, b2 = _aggregate(engine, q.keep_columns(q.step_aggregates(p), (*q.STEP_DISTRIBUTIONS, *(f"seg{i}" for i in range(_N))),

@@ -33,7 +33,7 @@ STAGE_SEGMENTS = {f: [i + 1 for i, s in enumerate(SEGMENT_FIELDS) if STAGE_OF_SE
 # Per task: the floats the fold sums, in this order (`task_sums` names them back).
 TASK_SUMS = ("wall_s", "retry_s", "overlap_s", *(f"stage_{f}" for f in STAGE_FIELDS),
              *(f"seg_{s}" for s in SEGMENT_FIELDS), *(f"retry_{s}" for s in SEGMENT_FIELDS),
-             *(f"overlap_{s}" for s in SEGMENT_FIELDS))
+             *(f"overlap_{s}" for s in SEGMENT_FIELDS), "reprefill_s")
 GEN_SUMS = ("wall_s", "draft_s", "verify_s", "prefill_s")
 TASK_DISTRIBUTIONS = ("task_wall", "ttvtc", "tca", "throughput")
 STEP_DISTRIBUTIONS = ("step_wall", "step_ttvtc", "retry_per_step")
@@ -126,21 +126,29 @@ def statements(p: str = "x_") -> list[str]:
     """The value tables, over the tree's (tree.py): `{p}tr` tasks with their order (`o`: start, then
     input order, a key that holds across batches of files), `{p}seg`
     segment nanoseconds per owner, `{p}dl` the sub-agents' runs' nanoseconds on a delegating
-    task's path, `{p}sr` step values, `{p}tv` task values, `{p}gv` generation values."""
-    gen, dlg = sc.Segment.GENERATION.value, sc.Segment.DELEGATION.value
+    task's path, `{p}cp` its compactions' on a compacting task's, `{p}sr` step values, `{p}tv` task
+    values, `{p}gv` generation values."""
+    gen, dlg, cmp = sc.Segment.GENERATION.value, sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value
     mem = SEGMENT_FIELDS.index("memory") + 1
 
     def stage(f: str, arr: str) -> str:
         idx = STAGE_SEGMENTS[f]
         return "(" + " + ".join(f"{arr}[{i}]" for i in idx) + ")" if idx else "toInt64(0)"
 
-    # stages.stage_times: by the stage of each segment; in a task that delegates, the sub-agents'
+    # stages.stage_times: a compaction's time whole as compaction (its summary's generation too),
+    # the rest (`base_ns`) by the stage of each segment; in a task that delegates, the sub-agents'
     # time by theirs, the coordinator's own as delegation overhead (memory aside)
-    own = "arrayMap((x, y) -> x - y, on_ns, dl.sub_ns)"
-    stage_ns = ", ".join(
-        stage(f, "on_ns") if f == "memory" else
-        f"if(empty(dl.sub_ns), {stage(f, 'on_ns')}, arraySum({own}) - {own}[{mem}])" if f == "delegation_overhead" else
-        f"if(empty(dl.sub_ns), {stage(f, 'on_ns')}, {stage(f, 'dl.sub_ns')})" for f in STAGE_FIELDS)
+    own = "arrayMap((x, y) -> x - y, base_ns, dl.sub_ns)"
+
+    def staged(f: str) -> str:
+        if f == "memory":
+            return stage(f, "base_ns")
+        if f == "delegation_overhead":
+            return f"if(empty(dl.sub_ns), {stage(f, 'base_ns')}, arraySum({own}) - {own}[{mem}])"
+        by = f"if(empty(dl.sub_ns), {stage(f, 'base_ns')}, {stage(f, 'dl.sub_ns')})"
+        return f"arraySum(cp.comp_ns) + {by}" if f == "compaction" else by
+
+    stage_ns = ", ".join(staged(f) for f in STAGE_FIELDS)
     return [
         f"""CREATE TEMPORARY TABLE {p}tr {_M} AS
 SELECT (start_ns, task) AS o, task, nullIf(run_label, '') AS label, outcome, start_ns, end_ns
@@ -150,8 +158,13 @@ FROM ({rows.task_rows(p)})""",
         # a task that delegates: the sub-agents' runs on its path, their time by segment
         # (stages.stage_times: the coordinator's own time apart from theirs)
         f"""CREATE TEMPORARY TABLE {p}dl {_M} AS
-SELECT task, {rows.sums('dlg AND off_d = 0')} AS sub_ns FROM {rows.charges(p)} GROUP BY task
+SELECT task, {rows.sums('off_d = 0')} AS sub_ns FROM {rows.charges(p)} WHERE dlg GROUP BY task
 HAVING countIf(seg = '{dlg}' AND off_d = 0) > 0""",
+        # a task whose agent compacted its context: the compactions' runs on its path, whole
+        # (coverage.per_span_tasks sends the rest, nested in a sub-agent's run, to the rows)
+        f"""CREATE TEMPORARY TABLE {p}cp {_M} AS
+SELECT task, {rows.sums('off_d = 0')} AS comp_ns FROM {rows.charges(p)} WHERE cmp GROUP BY task
+HAVING countIf(seg = '{cmp}' AND off_d = 0) > 0""",
         # the charge is read only by the segment times above (the rows path, should a check below
         # send the input there, remakes the tree: engine.py); its memory goes to the next tables'
         f"DROP TEMPORARY TABLE {p}c",
@@ -175,6 +188,8 @@ WITH st AS (
 ), at AS (
   SELECT task, count() AS attempts, countIf(valid) AS valid_attempts FROM ({rows.attempt_rows(p)}) GROUP BY task
 ), b AS (SELECT owner, on_ns, off_ns FROM {p}seg WHERE kind = 0
+), cc AS (  -- the compactions the task's agent ran, and what they cost the cache
+  {_compaction_costs(p)}
 ), sa AS (  -- figures._scan_step: the sub-agents' runs its steps hold (a hand-off before one aside)
   SELECT t.task AS task, count() AS n FROM {p}t AS t JOIN {p}s AS s ON s.i = t.i
   WHERE t.segment = '{dlg}' AND s.kind != 'PRODUCER' AND t.step IS NOT NULL AND NOT t.in_gen GROUP BY t.task
@@ -186,12 +201,15 @@ SELECT tr.o AS o, ifNull(sa.n, 0) AS sub_agents, tr.label AS label, tr.outcome A
        if(wall_s > 0, valid / wall_s, toFloat64(0)) AS throughput,
        ifNull(at.attempts, 0) AS attempts, ifNull(at.valid_attempts, 0) AS valid_attempts,
        if(empty(b.on_ns), {_ZEROS}, b.on_ns) AS on_ns, if(empty(b.off_ns), {_ZEROS}, b.off_ns) AS off_ns,
+       if(empty(cp.comp_ns), on_ns, arrayMap((x, y) -> x - y, on_ns, cp.comp_ns)) AS base_ns,
+       ifNull(cc.n, 0) AS compactions, if(cc.known, cc.tokens, NULL) AS reprefill_tokens,
        arrayConcat([wall_s, ifNull(st.task_retry_s, toFloat64(0)), arraySum(off_ns) / 1e9],
                     arrayMap(x -> x / 1e9, [{stage_ns}]), {_seconds('on_ns')},
                     if(empty(st.task_retry_seg), arrayWithConstant({_N}, toFloat64(0)), st.task_retry_seg),
-                    {_seconds('off_ns')}) AS sums
+                    {_seconds('off_ns')}, [ifNull(cc.seconds, toFloat64(0))]) AS sums
 FROM {p}tr AS tr LEFT JOIN st ON st.task = tr.task LEFT JOIN at ON at.task = tr.task LEFT JOIN b ON b.owner = tr.task
-LEFT JOIN {p}dl AS dl ON dl.task = tr.task LEFT JOIN sa ON sa.task = tr.task
+LEFT JOIN {p}dl AS dl ON dl.task = tr.task LEFT JOIN {p}cp AS cp ON cp.task = tr.task LEFT JOIN sa ON sa.task = tr.task
+LEFT JOIN cc ON cc.task = tr.task
 SETTINGS join_use_nulls = 1""",  # (an array is never NULL: a task with no row there has [] instead: `empty`)
         f"""CREATE TEMPORARY TABLE {p}gv {_M} AS
 SELECT * EXCEPT ({_GV_STEPS}) FROM (
@@ -227,6 +245,37 @@ JOIN (SELECT o, start_ns, step, label FROM {p}sr) AS sr ON sr.step = t.step
 LEFT JOIN prefills ON prefills.pi = t.i)
 SETTINGS join_use_nulls = 1""",
     ]
+
+
+def _compaction_costs(p: str) -> str:
+    """Per task, its agent's compactions (the spans of segment compaction right under it: the rest
+    go to the rows), and stages.compaction_costs: the tokens they said the cache lost (`known`
+    where one said it as an integer) and the seconds, each one's share of the next generation's
+    prefill (the first step the agent starts after it, that step's first generation outside a
+    sub-agent's run, that generation's first prefill child), added in the compactions' order."""
+    cmp, step, gen, pre = (sc.Segment.COMPACTION.value, sc.Segment.STEP.value, sc.Segment.GENERATION.value,
+                           sc.Segment.PREFILL.value)
+    n = sc.COMPACTION_REPREFILL_TOKENS
+    return f"""WITH c AS (
+    SELECT t.task AS task, t.i AS i, s.start_ns AS start_ns, s.end_ns AS end_ns,
+           substring(s.attrs['{n}'], 1, 1) = 'i' AS known, if(known, toInt64(substring(s.attrs['{n}'], 2)), 0) AS n
+    FROM {p}t AS t JOIN {narrow((n,), (cmp,))} AS s ON s.i = t.i WHERE t.segment = '{cmp}' AND t.pi = t.task
+  ), nx AS (
+    SELECT c.i AS c, argMin(st.i, (st.start_ns, st.i)) AS step FROM c JOIN {p}s AS st ON st.pi = c.task
+    WHERE st.segment = '{step}' AND st.start_ns >= c.end_ns AND c.known AND c.n > 0 GROUP BY c.i
+  ), g AS (
+    SELECT nx.c AS c, argMin(t.i, (t.start_ns, t.i)) AS g FROM nx JOIN {p}t AS t ON t.step = nx.step
+    WHERE t.segment = '{gen}' AND NOT t.in_gen AND NOT t.dlg GROUP BY nx.c
+  ), pf AS (
+    SELECT g.c AS c, argMin((greatest(0, s.end_ns - s.start_ns), s.attrs['{sc.TOKENS}']), (s.start_ns, s.i)) AS p
+    FROM g JOIN {p}s AS k ON k.pi = g.g JOIN {narrow((sc.TOKENS,), (pre,))} AS s ON s.i = k.i GROUP BY g.c
+  )
+  SELECT c.task AS task, count() AS n, max(c.known) AS known, sumIf(c.n, c.known) AS tokens,
+         {running_sum("arrayMap(x -> x.2, arraySort(x -> x.1, groupArray(((c.start_ns, c.i), "
+                      "ifNull(if(substring(pf.p.2, 1, 1) = 'i' AND toInt64(substring(pf.p.2, 2)) > 0, "
+                      "least(toFloat64(1), c.n / toInt64(substring(pf.p.2, 2))), toFloat64(1)) * pf.p.1 / 1e9, "
+                      "toFloat64(0))))))")} AS seconds
+  FROM c LEFT JOIN pf ON pf.c = c.i GROUP BY c.task"""
 
 
 def checks(p: str = "x_") -> list[tuple[str, str]]:
@@ -285,7 +334,7 @@ def task_aggregates(p: str = "x_") -> str:
     rows = "groupArray((o, sums, wall_s, ttvtc_s, if(expects, tca_s, NULL), throughput))"
     return f"""SELECT grouping(label) = 1 AS whole, label, min(o) AS first, count() AS tasks,
        countIf(outcome = '{done}') AS completed, countIf(outcome = '{loop}') AS loops, sum(valid) AS decisions,
-       sum(sub_agents) AS sub_agents,
+       sum(sub_agents) AS sub_agents, sum(compactions) AS compactions, sum(ifNull(reprefill_tokens, 0)) AS reprefill_tokens,
        sum(attempts) AS t_attempts, sum(valid_attempts) AS t_valid_attempts,
        {in_order(rows, ("sums", "task_wall", "ttvtc", "tca", "throughput"))},
        [{", ".join(running_sum(f"arrayMap(x -> x[{j + 1}], sums_o)") for j in range(len(TASK_SUMS)))}] AS t_sums,

@@ -9,7 +9,9 @@ nothing lands in a store's database):
   (the task's step the span is under: not through a sub-agent's run), the attempt (a child attempt
   of that step), the interval sanitised against the parent's (children wholly outside it are
   `dropped`), the inherited segment (a span of no segment inside a generation is generation),
-  whether it sits inside a generation, and whether it is or sits inside a sub-agent's run (`dlg`);
+  whether it sits inside a generation, whether it is or sits inside a sub-agent's run (`dlg`) or a
+  compaction (`cmp`), and the innermost attempt it is or sits in (`ia`, a sub-agent's own inside the
+  step's) with the number of attempts down to it (`ad`);
 - `{p}f`: `followed`: where a parent's blocking children overlap, only the chain of the critical
   path is followed (the latest end, then the latest end at or before that child's start);
 - `{p}o`: `off_d`, the depth (from the task) of the deepest link off the path above each span: a
@@ -71,7 +73,7 @@ def created(sqls: list[str]) -> list[str]:
 def statements(p: str = "x_") -> list[str]:
     gen, step, att, agent = (sc.Segment.GENERATION.value, sc.Segment.STEP.value, sc.Segment.ATTEMPT.value,
                              sc.Segment.AGENT.value)
-    dlg = sc.Segment.DELEGATION.value
+    dlg, cmp = sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value
     closed = f"('{dlg}')"
     # below a sub-agent's run (or an agent inside the task's): not the task's steps (figures.task_steps)
     shut = f"(r.closed OR (r.task IS NOT NULL AND (r.seg IN {closed} OR (r.seg = '{agent}' AND r.i != r.task))))"
@@ -87,7 +89,8 @@ WITH RECURSIVE r AS (
   SELECT i, if(segment = '{agent}', i, NULL) AS task, start_ns AS lo, greatest(start_ns, end_ns) AS hi,
          segment AS seg, CAST(NULL AS Nullable(String)) AS inh, true AS blk, false AS dropped, toUInt32(0) AS depth,
          CAST(NULL AS Nullable(UInt64)) AS step, toUInt32(0) AS step_d, CAST(NULL AS Nullable(UInt64)) AS att,
-         toUInt32(0) AS att_d, false AS in_gen, false AS closed, pi, start_ns, false AS in_dlg
+         toUInt32(0) AS att_d, false AS in_gen, false AS closed, pi, start_ns, false AS in_dlg, false AS in_cmp,
+         CAST(NULL AS Nullable(UInt64)) AS ia, toUInt32(0) AS ad
   FROM {p}s WHERE pi IS NULL
   UNION ALL
   SELECT c.i,
@@ -107,13 +110,15 @@ WITH RECURSIVE r AS (
          r.in_gen OR r.seg = '{gen}',
          {shut},
          c.pi, c.start_ns,
-         r.in_dlg OR (r.task IS NOT NULL AND r.seg = '{dlg}')
+         r.in_dlg OR (r.task IS NOT NULL AND r.seg = '{dlg}'),
+         r.in_cmp OR (r.task IS NOT NULL AND r.seg = '{cmp}'),
+         if(c.segment = '{att}', c.i, r.ia), r.ad + if(c.segment = '{att}', 1, 0)
   FROM r JOIN {p}s AS c ON c.pi = r.i
 )
 SELECT r.i AS i, assumeNotNull(r.task) AS task, r.lo AS lo, r.hi AS hi, r.inh AS inh,
        r.blk AND r.i != r.task AS blk, r.dropped AS dropped, r.depth AS depth, r.step AS step, r.step_d AS step_d,
        r.att AS att, r.att_d AS att_d, r.in_gen AS in_gen, r.pi AS pi, r.start_ns AS start_ns, r.seg AS segment,
-       r.in_dlg OR r.seg = '{dlg}' AS dlg
+       r.in_dlg OR r.seg = '{dlg}' AS dlg, r.in_cmp OR r.seg = '{cmp}' AS cmp, r.ia AS ia, r.ad AS ad
 FROM r WHERE r.task IS NOT NULL""",
         # parents whose blocking children overlap (children in start order, ties: input order)
         f"""CREATE TEMPORARY TABLE {p}ov {_M} AS
@@ -150,7 +155,7 @@ WITH kids AS (
   SELECT t.pi AS pi, sum(if(f.followed, t.hi - t.lo, 0)) AS kid_ns, max(t.segment IN ('draft', 'verify')) AS has_dv
   FROM {p}t AS t JOIN {p}f AS f ON f.i = t.i WHERE t.blk GROUP BY t.pi
 ), base AS (
-  SELECT t.i AS i, t.task AS task, t.step AS step, t.step_d AS step_d, t.att AS att, t.att_d AS att_d, t.dlg AS dlg,
+  SELECT t.i AS i, t.task AS task, t.step AS step, t.step_d AS step_d, t.att AS att, t.att_d AS att_d, t.dlg AS dlg, t.cmp AS cmp,
          if(t.segment != '', t.segment, coalesce(t.inh, 'other')) AS seg0,
          (t.hi - t.lo) - coalesce(kids.kid_ns, 0) AS self_ns, coalesce(kids.has_dv, false) AS has_dv,
          ifNull(s.draft_s, 0) AS draft_s, ifNull(s.verify_s, 0) AS verify_s, ifNull(s.con_s, 0) AS con_s
@@ -171,7 +176,7 @@ WITH kids AS (
   SELECT *, if(seg = '{gen}', greatest(0, least(self_ns - draft_ns - verify_ns, toInt64(roundBankers(con_s * 1e9)))), 0)
             AS constrain_ns FROM dv2
 )
-SELECT c.i AS i, task, step, step_d, att, att_d, dlg, o.off_d AS off_d, seg,
+SELECT c.i AS i, task, step, step_d, att, att_d, dlg, cmp, o.off_d AS off_d, seg,
        self_ns - draft_ns - verify_ns - constrain_ns AS seg_ns, draft_ns, verify_ns, constrain_ns
 FROM c JOIN {p}o AS o ON o.i = c.i
 SETTINGS join_use_nulls = 1""",
