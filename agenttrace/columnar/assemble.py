@@ -4,18 +4,20 @@ from the per-task, per-step and per-generation rows (`rows.py`), then folded by 
 generation's figures come from `report/spec.py` itself, given the attributes they read; what its
 rounds tell the what-if comes from the SQL's round columns (rows._round_columns). Python runs per
 generation, never per span or round, except for the tasks coverage.per_span_tasks names:
-per_span_figures gives them the per-span code's figures.
+per_span_figures gives them the per-span code's figures. A task's sub-agents' runs and compactions
+give their part (stages, counts, the cache's cost) from runs_sql.task_runs.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.core.costmodel import RoundStats
 from agenttrace.report.figures import TaskAnalysis, not_inferred
-from agenttrace.report.model import StepFigures, TaskFigures, lean
+from agenttrace.report.model import STAGE_FIELDS, StageTimes, StepFigures, TaskFigures, lean
 from agenttrace.report.segments import Breakdown, sum_segments
 from agenttrace.report.spec import AcceptanceStats, acceptance_stats, aggregate, generation_figures, totals
 from agenttrace.report.stages import stage_times
@@ -108,10 +110,30 @@ _NONE = Breakdown()
 _PREFILL = {sc.SEGMENT: sc.Segment.PREFILL.value}
 
 
+@dataclass(slots=True)
+class Runs:
+    """What a task's sub-agents' runs and compactions give its figures (runs_sql.task_runs)."""
+
+    stages: StageTimes
+    sub_agents: int
+    compactions: int
+    reprefill_tokens: int | None
+    reprefill_s: float | None
+
+
+def task_runs(table: dict[str, list]) -> dict[int, Runs]:
+    """runs_sql.task_runs' rows by task; the stages as stage_times gives them (zeros left out)."""
+    return {task: Runs(lean(StageTimes(**{f: v for f, v in zip(STAGE_FIELDS, stages, strict=True) if v})), *rest)
+            for task, stages, *rest in zip(table["task"], table["stages"], table["sub_agents"], table["compactions"],
+                                           table["reprefill_tokens"], table["reprefill_s"], strict=True)}
+
+
 def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str, list], gens: dict[str, list],
-             segs: dict[tuple[int, int], Breakdown], given: dict[int, TaskAnalysis]) -> list[TaskAnalysis]:
+             segs: dict[tuple[int, int], Breakdown], given: dict[int, TaskAnalysis],
+             runs: dict[int, Runs]) -> list[TaskAnalysis]:
     """The TaskAnalysis of every task, in the rows' order (start, then input order); a task in
-    `given` (per_span_figures) is taken from there."""
+    `given` (per_span_figures) is taken from there, one in `runs` takes its stages, sub-agents and
+    compactions from there."""
     valid: defaultdict[int, int] = defaultdict(int)
     count: defaultdict[int, int] = defaultdict(int)
     for task, ok in zip(attempts["task"], attempts["valid"], strict=True):
@@ -166,6 +188,9 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
                 generations=generations, inferred=bool(steps["inferred"][r]),
             )))
         b = segs.get((0, task), _NONE)
+        # a task without sub-agents or compactions: the stages of its own breakdown, keyed by the
+        # object stage_times is given as the root
+        run = runs.get(task) or Runs(stage_times({id(b): b}, b, []), 0, 0, None, None)  # type: ignore[arg-type]
         wall = (end - start) / NS
         outcome = tasks["outcome"][row]
         segments = b.segments()
@@ -184,10 +209,8 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
             expects_correct_action=marks, critical_path=[], waterfall=None, inferred=[], absent=[],
             not_inferred=not_inferred(None, steps=len(step_figs), attempts=count[task], has_ttvtc=bool(moments),
                                       outcome_known=outcome != "unknown", partial=False),
-            # no sub-agent or compaction (coverage.py): the stages of the task's own breakdown, keyed
-            # by the object stage_times is given as the root
-            stages=stage_times({id(b): b}, b, []),  # type: ignore[arg-type]
-            sub_agents=0, compactions=0, reprefill_tokens=None, reprefill_s=None,
+            stages=run.stages, sub_agents=run.sub_agents, compactions=run.compactions,
+            reprefill_tokens=run.reprefill_tokens, reprefill_s=run.reprefill_s,
         ))
         out.append(TaskAnalysis(figures, acceptance))
     return out

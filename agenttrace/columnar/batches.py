@@ -87,7 +87,7 @@ def _keep(engine, n: int) -> str | None:
     put back: `_route`), its values kept in the `y_` tables; the reason it cannot be summarised
     this way (None: it was)."""
     reason = engine.make_tree(checks=())
-    if reason is None and engine.scalar(f"SELECT count() FROM ({coverage.per_span_tasks(summary=True)})"):
+    if reason is None and engine.scalar(f"SELECT count() FROM ({coverage.per_span_tasks()})"):
         reason = "tasks whose figures the per-span code makes (the summary reads a batch at a time)"
     reason = reason or summary.prepare(engine)
     if reason:

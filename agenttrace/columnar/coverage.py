@@ -98,28 +98,24 @@ def _parallel_decisions(p: str) -> str:
     return f"SELECT a.task FROM {runs} AS a JOIN {runs} AS b ON a.att = b.att WHERE a.i < b.i AND a.lo < b.hi AND b.lo < a.hi"
 
 
-def per_span_tasks(p: str = "x_", summary: bool = False) -> str:
+def per_span_tasks(p: str = "x_") -> str:
     """SQL: the tasks whose figures the per-span code makes (task_figures on the task's spans, read
-    back from the table): those with what the queries do not state. Each is rare in a trace and
-    costs Python per span of that task only. `summary`: those the summary's aggregates do not
-    state (they state a delegating task's stages and sub-agent count, and the stage and cache cost
-    of a compaction the task's agent ran itself, outside any sub-agent's run; the rows do not)."""
+    back from the table): those with what the queries do not state, for a summary's aggregates
+    and the rows alike. Each is rare in a trace and costs Python per span of that task only."""
     att, gen, agent = sc.Segment.ATTEMPT.value, sc.Segment.GENERATION.value, sc.Segment.AGENT.value
     dlg, cmp = sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value
-    runs = (f"SELECT task FROM {p}t WHERE (segment = '{cmp}' AND (dlg OR ifNull(pi, 0) != task)) "
-            f"OR (segment = '{dlg}' AND cmp)") if summary else f"SELECT task FROM {p}t WHERE segment IN ('{dlg}', '{cmp}')"
     rules = [
-        # sub-agents' runs and compactions: their stage times and what compaction costs the cache
-        # (in a summary: a compaction below the task's agent, or a sub-agent's run and a
-        # compaction one inside the other, whose stages nest)
-        runs,
+        # runs_sql states a sub-agent's run and a compaction right under the task's agent: not a
+        # compaction further down, nor the two one inside the other (their stages nest)
+        (f"SELECT task FROM {p}t WHERE (segment = '{cmp}' AND (dlg OR ifNull(pi, 0) != task)) "
+         f"OR (segment = '{dlg}' AND cmp)"),
         f"SELECT task FROM {p}t WHERE segment = '{agent}' AND i != task",  # an agent inside another's
         f"SELECT task FROM {p}t WHERE segment = '{gen}' AND in_gen",  # a model server's span in the call's
-        # an attempt not directly under its step; in a summary, not one of a sub-agent's run inside
-        # the step's attempt (rows.attempt_rows says its validity), outside any generation
-        f"SELECT task FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i" + (
-            " AND NOT (dlg AND ad = 2 AND att IS NOT NULL AND NOT in_gen)" if summary else ""),
-        *([_parallel_decisions(p)] if summary else []),
+        # an attempt not directly under its step, but for one of a sub-agent's run inside the
+        # step's attempt (rows.attempt_rows says its validity), outside any generation
+        (f"SELECT task FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i "
+         "AND NOT (dlg AND ad = 2 AND att IS NOT NULL AND NOT in_gen)"),
+        _parallel_decisions(p),
         # speculation rounds told as draft and verify child spans (the rows carry round events)
         (f"SELECT t.task FROM {p}t AS t JOIN spans AS g ON g.i = t.pi WHERE t.segment IN "
          f"('{sc.Segment.DRAFT}', '{sc.Segment.VERIFY}') AND g.segment = '{gen}' AND empty(g.rounds)"),

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agenttrace import semconv as sc
-from agenttrace.columnar import batches, coverage, load, mapped, per_trace, readings, rows, summary, tree
-from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot
+from agenttrace.columnar import batches, coverage, load, mapped, per_trace, readings, rows, runs_sql, summary, tree
+from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot, task_runs
 from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import PARTIAL_NOTE, SUMMARY_NOTE
 from agenttrace.report.inputs import InputFigures, input_figures
@@ -273,7 +273,7 @@ class Engine:
         if reason:
             return Outcome(None, reason)
         if summarised:  # the tasks the aggregates do not state (the rows' per-span tasks are read below)
-            rows_needed = self.scalar(f"SELECT count() FROM ({coverage.per_span_tasks(summary=True)})")
+            rows_needed = self.scalar(f"SELECT count() FROM ({coverage.per_span_tasks()})")
             why = "tasks whose figures the per-span code makes" if rows_needed else summary.prepare(self)
             if why is None:
                 return _counted(self.summary(sources, inputs, problems, noted=bool(sample)), put_back)
@@ -288,6 +288,7 @@ class Engine:
         gens, b4 = self.table(rows.generation_rows())
         segs, b5 = self.table(rows.segment_times())
         path, b6 = self.table(rows.path_spans())
+        runs, b8 = self.table(runs_sql.task_runs()) if self.scalar(runs_sql.held()) else (None, 0)
         # every row is out: the tree's tables go, and the spans unless routed traces' readings will
         # read them (Engine.inputs); their memory goes to the records made next
         self.drop([*tree.created(tree.statements()), *([] if pending is not None else ["spans"])])
@@ -295,7 +296,7 @@ class Engine:
         given, worded = per_span_figures(special)
         if worded:
             return Outcome(None, f"tasks the per-span code words problems about ({worded[0]})")
-        made = analyses(tasks, steps, attempts, gens, pivot(segs), given)
+        made = analyses(tasks, steps, attempts, gens, pivot(segs), given, task_runs(runs) if runs else {})
         add_critical_paths({t: a.figures for t, a in zip(tasks["task"], made, strict=True) if t not in given}, path)
         routed = pending.result() if pending is not None else None
         if isinstance(routed, str):
@@ -312,7 +313,7 @@ class Engine:
             problems = [*problems, SUMMARY_NOTE.format(tasks=fold.run.whole + fold.run.partial, n=sample)]
         report = fold.report(sources, problems)
         report.inputs = inputs
-        return _counted(Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6 + b7, per_span_tasks=len(given)),
+        return _counted(Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6 + b7 + b8, per_span_tasks=len(given)),
                         routed)
 
     def summarise(self, loaded: batches.Loaded, sources: list[str], *, noted: bool) -> Outcome:

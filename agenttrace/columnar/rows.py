@@ -173,7 +173,8 @@ def _round_columns(m: str = "s.attrs") -> str:
 def generation_rows(p: str = "x_") -> str:
     """A row per generation a step made (not one inside another generation): the attributes its
     figures read (spec.GENERATION_KEYS), its prefill children's durations, what its rounds tell the
-    what-if (_round_columns); with the step's and attempt's index."""
+    what-if (_round_columns); with the step's index and its innermost attempt's (a sub-agent's
+    own inside the step's, as figures._scan_step meets them)."""
     return f"""WITH prefills AS (
   SELECT pi, groupArray(greatest(0, end_ns - start_ns)) AS durations FROM {p}s
   WHERE segment = '{sc.Segment.PREFILL}' AND pi IS NOT NULL GROUP BY pi
@@ -183,7 +184,7 @@ def generation_rows(p: str = "x_") -> str:
          ifNull(prefills.durations, []) AS prefills,
          {_round_columns()}
   FROM {p}t AS t JOIN {narrow(GENERATION_KEYS, (sc.Segment.GENERATION,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
-  LEFT JOIN {narrow((sc.ATTEMPT_INDEX,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = t.att
+  LEFT JOIN {narrow((sc.ATTEMPT_INDEX,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = t.ia
   LEFT JOIN prefills ON prefills.pi = t.i
   WHERE t.step IS NOT NULL AND NOT t.in_gen AND s.segment = '{sc.Segment.GENERATION}'
 )

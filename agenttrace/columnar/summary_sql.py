@@ -17,19 +17,15 @@ spec.py), stated as columns; the folds keep their bits:
 from __future__ import annotations
 
 from agenttrace import semconv as sc
-from agenttrace.columnar import rows
+from agenttrace.columnar import rows, runs_sql
 from agenttrace.columnar.tree import narrow, num, text
 from agenttrace.report.model import SEGMENT_FIELDS, STAGE_FIELDS
 from agenttrace.report.spec import GENERATION_KEYS
-from agenttrace.report.stages import STAGE_OF_SEGMENT
 from agenttrace.report.stats import PERCENTILES
 
 _M = "ENGINE = Memory"
 _N = len(SEGMENT_FIELDS)
 _ZEROS = f"arrayWithConstant({_N}, toInt64(0))"
-# Each stage's segments (stages.stage_times of a task without sub-agents or compactions).
-STAGE_SEGMENTS = {f: [i + 1 for i, s in enumerate(SEGMENT_FIELDS) if STAGE_OF_SEGMENT.get(s, "other") == f]
-                  for f in STAGE_FIELDS}
 # Per task: the floats the fold sums, in this order (`task_sums` names them back).
 TASK_SUMS = ("wall_s", "retry_s", "overlap_s", *(f"stage_{f}" for f in STAGE_FIELDS),
              *(f"seg_{s}" for s in SEGMENT_FIELDS), *(f"retry_{s}" for s in SEGMENT_FIELDS),
@@ -128,43 +124,16 @@ def statements(p: str = "x_") -> list[str]:
     segment nanoseconds per owner, `{p}dl` the sub-agents' runs' nanoseconds on a delegating
     task's path, `{p}cp` its compactions' on a compacting task's, `{p}sr` step values, `{p}tv` task
     values, `{p}gv` generation values."""
-    gen, dlg, cmp = sc.Segment.GENERATION.value, sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value
-    mem = SEGMENT_FIELDS.index("memory") + 1
-
-    def stage(f: str, arr: str) -> str:
-        idx = STAGE_SEGMENTS[f]
-        return "(" + " + ".join(f"{arr}[{i}]" for i in idx) + ")" if idx else "toInt64(0)"
-
-    # stages.stage_times: a compaction's time whole as compaction (its summary's generation too),
-    # the rest (`base_ns`) by the stage of each segment; in a task that delegates, the sub-agents'
-    # time by theirs, the coordinator's own as delegation overhead (memory aside)
-    own = "arrayMap((x, y) -> x - y, base_ns, dl.sub_ns)"
-
-    def staged(f: str) -> str:
-        if f == "memory":
-            return stage(f, "base_ns")
-        if f == "delegation_overhead":
-            return f"if(empty(dl.sub_ns), {stage(f, 'base_ns')}, arraySum({own}) - {own}[{mem}])"
-        by = f"if(empty(dl.sub_ns), {stage(f, 'base_ns')}, {stage(f, 'dl.sub_ns')})"
-        return f"arraySum(cp.comp_ns) + {by}" if f == "compaction" else by
-
-    stage_ns = ", ".join(staged(f) for f in STAGE_FIELDS)
+    gen = sc.Segment.GENERATION.value
     return [
         f"""CREATE TEMPORARY TABLE {p}tr {_M} AS
 SELECT (start_ns, task) AS o, task, nullIf(run_label, '') AS label, outcome, start_ns, end_ns
 FROM ({rows.task_rows(p)})""",
         f"""CREATE TEMPORARY TABLE {p}seg {_M} AS
 {rows.segment_times(p)}""",
-        # a task that delegates: the sub-agents' runs on its path, their time by segment
-        # (stages.stage_times: the coordinator's own time apart from theirs)
-        f"""CREATE TEMPORARY TABLE {p}dl {_M} AS
-SELECT task, {rows.sums('off_d = 0')} AS sub_ns FROM {rows.charges(p)} WHERE dlg GROUP BY task
-HAVING countIf(seg = '{dlg}' AND off_d = 0) > 0""",
-        # a task whose agent compacted its context: the compactions' runs on its path, whole
-        # (coverage.per_span_tasks sends the rest, nested in a sub-agent's run, to the rows)
-        f"""CREATE TEMPORARY TABLE {p}cp {_M} AS
-SELECT task, {rows.sums('off_d = 0')} AS comp_ns FROM {rows.charges(p)} WHERE cmp GROUP BY task
-HAVING countIf(seg = '{cmp}' AND off_d = 0) > 0""",
+        # the sub-agents' runs and the compactions on a task's path (runs_sql.py)
+        f"CREATE TEMPORARY TABLE {p}dl {_M} AS\n{runs_sql.sub_runs(p)}",
+        f"CREATE TEMPORARY TABLE {p}cp {_M} AS\n{runs_sql.compaction_runs(p)}",
         # the charge is read only by the segment times above (the rows path, should a check below
         # send the input there, remakes the tree: engine.py); its memory goes to the next tables'
         f"DROP TEMPORARY TABLE {p}c",
@@ -188,12 +157,8 @@ WITH st AS (
 ), at AS (
   SELECT task, count() AS attempts, countIf(valid) AS valid_attempts FROM ({rows.attempt_rows(p)}) GROUP BY task
 ), b AS (SELECT owner, on_ns, off_ns FROM {p}seg WHERE kind = 0
-), cc AS (  -- the compactions the task's agent ran, and what they cost the cache
-  {_compaction_costs(p)}
-), sa AS (  -- figures._scan_step: the sub-agents' runs its steps hold (a hand-off before one aside)
-  SELECT t.task AS task, count() AS n FROM {p}t AS t JOIN {p}s AS s ON s.i = t.i
-  WHERE t.segment = '{dlg}' AND s.kind != 'PRODUCER' AND t.step IS NOT NULL AND NOT t.in_gen GROUP BY t.task
-)
+), cc AS ({runs_sql.compaction_costs(p)}
+), sa AS ({runs_sql.sub_agents(p)})
 SELECT tr.o AS o, ifNull(sa.n, 0) AS sub_agents, tr.label AS label, tr.outcome AS outcome, (tr.end_ns - tr.start_ns) / 1e9 AS wall_s,
        ifNull(st.n_steps, 0) AS n_steps, if(st.first IS NULL, NULL, (st.first - tr.start_ns) / 1e9) AS ttvtc_s,
        if(st.first_correct IS NULL, NULL, (st.first_correct - tr.start_ns) / 1e9) AS tca_s,
@@ -201,10 +166,9 @@ SELECT tr.o AS o, ifNull(sa.n, 0) AS sub_agents, tr.label AS label, tr.outcome A
        if(wall_s > 0, valid / wall_s, toFloat64(0)) AS throughput,
        ifNull(at.attempts, 0) AS attempts, ifNull(at.valid_attempts, 0) AS valid_attempts,
        if(empty(b.on_ns), {_ZEROS}, b.on_ns) AS on_ns, if(empty(b.off_ns), {_ZEROS}, b.off_ns) AS off_ns,
-       if(empty(cp.comp_ns), on_ns, arrayMap((x, y) -> x - y, on_ns, cp.comp_ns)) AS base_ns,
        ifNull(cc.n, 0) AS compactions, if(cc.known, cc.tokens, NULL) AS reprefill_tokens,
        arrayConcat([wall_s, ifNull(st.task_retry_s, toFloat64(0)), arraySum(off_ns) / 1e9],
-                    arrayMap(x -> x / 1e9, [{stage_ns}]), {_seconds('on_ns')},
+                    arrayMap(x -> x / 1e9, [{runs_sql.stage_ns('on_ns', 'dl.sub_ns', 'cp.comp_ns')}]), {_seconds('on_ns')},
                     if(empty(st.task_retry_seg), arrayWithConstant({_N}, toFloat64(0)), st.task_retry_seg),
                     {_seconds('off_ns')}, [ifNull(cc.seconds, toFloat64(0))]) AS sums
 FROM {p}tr AS tr LEFT JOIN st ON st.task = tr.task LEFT JOIN at ON at.task = tr.task LEFT JOIN b ON b.owner = tr.task
@@ -245,37 +209,6 @@ JOIN (SELECT o, start_ns, step, label FROM {p}sr) AS sr ON sr.step = t.step
 LEFT JOIN prefills ON prefills.pi = t.i)
 SETTINGS join_use_nulls = 1""",
     ]
-
-
-def _compaction_costs(p: str) -> str:
-    """Per task, its agent's compactions (the spans of segment compaction right under it: the rest
-    go to the rows), and stages.compaction_costs: the tokens they said the cache lost (`known`
-    where one said it as an integer) and the seconds, each one's share of the next generation's
-    prefill (the first step the agent starts after it, that step's first generation outside a
-    sub-agent's run, that generation's first prefill child), added in the compactions' order."""
-    cmp, step, gen, pre = (sc.Segment.COMPACTION.value, sc.Segment.STEP.value, sc.Segment.GENERATION.value,
-                           sc.Segment.PREFILL.value)
-    n = sc.COMPACTION_REPREFILL_TOKENS
-    return f"""WITH c AS (
-    SELECT t.task AS task, t.i AS i, s.start_ns AS start_ns, s.end_ns AS end_ns,
-           substring(s.attrs['{n}'], 1, 1) = 'i' AS known, if(known, toInt64(substring(s.attrs['{n}'], 2)), 0) AS n
-    FROM {p}t AS t JOIN {narrow((n,), (cmp,))} AS s ON s.i = t.i WHERE t.segment = '{cmp}' AND t.pi = t.task
-  ), nx AS (
-    SELECT c.i AS c, argMin(st.i, (st.start_ns, st.i)) AS step FROM c JOIN {p}s AS st ON st.pi = c.task
-    WHERE st.segment = '{step}' AND st.start_ns >= c.end_ns AND c.known AND c.n > 0 GROUP BY c.i
-  ), g AS (
-    SELECT nx.c AS c, argMin(t.i, (t.start_ns, t.i)) AS g FROM nx JOIN {p}t AS t ON t.step = nx.step
-    WHERE t.segment = '{gen}' AND NOT t.in_gen AND NOT t.dlg GROUP BY nx.c
-  ), pf AS (
-    SELECT g.c AS c, argMin((greatest(0, s.end_ns - s.start_ns), s.attrs['{sc.TOKENS}']), (s.start_ns, s.i)) AS p
-    FROM g JOIN {p}s AS k ON k.pi = g.g JOIN {narrow((sc.TOKENS,), (pre,))} AS s ON s.i = k.i GROUP BY g.c
-  )
-  SELECT c.task AS task, count() AS n, max(c.known) AS known, sumIf(c.n, c.known) AS tokens,
-         {running_sum("arrayMap(x -> x.2, arraySort(x -> x.1, groupArray(((c.start_ns, c.i), "
-                      "ifNull(if(substring(pf.p.2, 1, 1) = 'i' AND toInt64(substring(pf.p.2, 2)) > 0, "
-                      "least(toFloat64(1), c.n / toInt64(substring(pf.p.2, 2))), toFloat64(1)) * pf.p.1 / 1e9, "
-                      "toFloat64(0))))))")} AS seconds
-  FROM c LEFT JOIN pf ON pf.c = c.i GROUP BY c.task"""
 
 
 def checks(p: str = "x_") -> list[tuple[str, str]]:

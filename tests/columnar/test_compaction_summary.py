@@ -1,8 +1,9 @@
-"""A compaction's figures in the engine's summary (columnar/summary_sql.py `{p}cp` and the task
-values' compaction costs): the stage (its run whole, the summary's generation included) and what it
-cost the cache (the tokens it said, their share of the next generation's prefill) come out of the
-aggregates, bit for bit the per-span report's, from files and from a store; a compaction nested in
-a sub-agent's run (or one holding it) still goes to the rows."""
+"""Sub-agents' runs and compactions in the engine (columnar/runs_sql.py): a compaction's stage (its
+run whole, the summary's generation included), what it cost the cache (the tokens it said, their
+share of the next generation's prefill), a delegating task's stages and sub-agent count, and a
+sub-agent's attempts judged by their own parse, come out of the summary's aggregates and the full
+report's rows, bit for bit the per-span report's, from files and from a store. A compaction nested
+with a sub-agent's run, and sub-agents deciding side by side, go to the per-span code."""
 
 from __future__ import annotations
 
@@ -111,6 +112,12 @@ def test_a_summary_of_compacting_tasks_is_made_in_the_engine(trace, monkeypatch)
     outcome = report_files([trace], threads=1, summary_only=True)
     assert outcome.reason is None and outcome.per_span_tasks == 0 and outcome.report.tasks == [] and made == [1]
     assert _figures(outcome.report) == _figures(full)
+    # and the full report's rows: every task's figures from the queries (runs_sql.task_runs), the
+    # sub-agent's generations under their own attempt's index, byte for byte the per-span report
+    assert [g.attempt for g in by_task["coordinator"].steps[0].generations] == [1, 1, 2]
+    outcome = report_files([trace], threads=1)
+    assert outcome.reason is None and outcome.per_span_tasks == 0
+    assert outcome.report.model_dump_json() == full.model_dump_json()
 
 
 def test_a_stores_summary_of_compacting_tasks_is_made_in_it(trace, tmp_path, capsys):
@@ -120,12 +127,15 @@ def test_a_stores_summary_of_compacting_tasks_is_made_in_it(trace, tmp_path, cap
     query = ClickHouseQuery(url)
     outcome = report_store(query, threads=1, summary_only=True)
     assert outcome.reason is None and outcome.report.tasks == []
-    assert _figures(outcome.report) == _figures(report_clickhouse(query))
+    full = report_clickhouse(query)
+    assert _figures(outcome.report) == _figures(full)
+    outcome = report_store(query, threads=1)
+    assert outcome.per_span_tasks == 0 and outcome.report.model_dump_json() == full.model_dump_json()
 
 
 def test_a_compaction_inside_a_sub_agents_run_goes_to_the_rows(tmp_path):
     # its stage nests in the sub-agent's (stages.stage_times): the summary is made from the rows,
-    # where the per-span code makes every task holding a compaction or a sub-agent's run
+    # where the per-span code makes that task
     nested = _compaction(1.3, 1.8, 10)
     sub = S("invoke_agent helper", "delegation", 1.2, 1.9, {"gen_ai.agent.name": "helper"}, [
         S("agent_step 1", "step", 1.2, 1.29, {"agenttrace.step.index": 1, "agenttrace.step.outcome": "tool_call"},
@@ -142,7 +152,7 @@ def test_a_compaction_inside_a_sub_agents_run_goes_to_the_rows(tmp_path):
     outcome = report_files([path], threads=1, summary_only=True)
     full = report_streamed([str(path)])
     assert full.run.compactions == 6 and outcome.reason is None
-    assert outcome.per_span_tasks == 4 and _figures(outcome.report) == _figures(full)
+    assert outcome.per_span_tasks == 1 and _figures(outcome.report) == _figures(full)
 
 
 def test_sub_agents_deciding_side_by_side_go_to_the_rows(tmp_path):
