@@ -86,16 +86,13 @@ def tree_checks(p: str = "x_") -> list[tuple[str, str]]:
     ]
 
 
-def _parallel_decisions(p: str) -> str:
-    """SQL: the tasks where a step's attempt holds parse or validation spans of sub-agents' runs
-    that overlap each other. The attempt's validity reads its last parse and validation in the
-    per-span walk's order (figures._attempt_valid: depth first, children by start), which is
-    their time order (rows.attempt_rows) only where the runs holding them do not overlap."""
-    dlg = sc.Segment.DELEGATION.value
-    decided = (f"SELECT att FROM {p}t WHERE dlg AND att IS NOT NULL AND NOT in_gen "
-               f"AND segment IN ('{sc.Segment.PARSE}', '{sc.Segment.VALIDATION}')")
-    runs = f"(SELECT task, att, i, lo, hi FROM {p}t WHERE segment = '{dlg}' AND att IN ({decided}))"
-    return f"SELECT a.task FROM {runs} AS a JOIN {runs} AS b ON a.att = b.att WHERE a.i < b.i AND a.lo < b.hi AND b.lo < a.hi"
+def _parallel_runs(p: str) -> str:
+    """SQL: the tasks where sub-agents' runs in one step overlap each other. The per-span code
+    meets a step's spans depth first (figures._scan_step: an attempt's last parse and validation,
+    the order its generations tell the what-if in), which is their time order (the queries')
+    only where no runs overlap."""
+    runs = f"(SELECT task, step, i, lo, hi FROM {p}t WHERE segment = '{sc.Segment.DELEGATION}' AND step IS NOT NULL)"
+    return f"SELECT a.task FROM {runs} AS a JOIN {runs} AS b ON a.step = b.step WHERE a.i < b.i AND a.lo < b.hi AND b.lo < a.hi"
 
 
 def per_span_tasks(p: str = "x_") -> str:
@@ -115,7 +112,7 @@ def per_span_tasks(p: str = "x_") -> str:
         # step's attempt (rows.attempt_rows says its validity), outside any generation
         (f"SELECT task FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i "
          "AND NOT (dlg AND ad = 2 AND att IS NOT NULL AND NOT in_gen)"),
-        _parallel_decisions(p),
+        _parallel_runs(p),
         # speculation rounds told as draft and verify child spans (the rows carry round events)
         (f"SELECT t.task FROM {p}t AS t JOIN spans AS g ON g.i = t.pi WHERE t.segment IN "
          f"('{sc.Segment.DRAFT}', '{sc.Segment.VERIFY}') AND g.segment = '{gen}' AND empty(g.rounds)"),

@@ -367,7 +367,7 @@ def test_roofline_and_acceptance_by_position_come_through_files_and_stores(tmp_p
 
 def test_tasks_with_sub_agents_and_compactions_get_the_per_span_codes_figures(tmp_path, capsys):
     # `agenttrace demo --suite long_horizon --tasks 3`: a delegation and a compaction; the
-    # coordinator's sub-agents decide side by side (coverage._parallel_decisions), so its figures
+    # coordinator's sub-agents run side by side (coverage._parallel_runs), so its figures
     # come from the per-span code on the spans read back from the table; the compacting task's
     # (runs_sql.py), the other task's and the samples' from the queries, in one report
     trace = ROOT / "traces" / "long_horizon" / "demo-long_horizon.jsonl"

@@ -3,7 +3,7 @@ run whole, the summary's generation included), what it cost the cache (the token
 share of the next generation's prefill), a delegating task's stages and sub-agent count, and a
 sub-agent's attempts judged by their own parse, come out of the summary's aggregates and the full
 report's rows, bit for bit the per-span report's, from files and from a store. A compaction nested
-with a sub-agent's run, and sub-agents deciding side by side, go to the per-span code."""
+with a sub-agent's run, and sub-agents running side by side in a step, go to the per-span code."""
 
 from __future__ import annotations
 
@@ -155,9 +155,10 @@ def test_a_compaction_inside_a_sub_agents_run_goes_to_the_rows(tmp_path):
     assert outcome.per_span_tasks == 1 and _figures(outcome.report) == _figures(full)
 
 
-def test_sub_agents_deciding_side_by_side_go_to_the_rows(tmp_path):
-    # the step's attempt is valid by its last parse in the per-span walk's order (the run that
-    # started later), not in time (the earlier run's late failed parse): the rows make that task
+def test_sub_agents_running_side_by_side_go_to_the_rows(tmp_path):
+    # the per-span code walks a step depth first: the attempt is valid by its last parse in that
+    # order (the run that started later), not in time (the earlier run's late failed parse), and
+    # its generations tell the what-if in that order: the per-span code makes that task
     def run(name: str, start: float, end: float, parsed: bool) -> S:
         tried = S("attempt 1", "attempt", start, end, {"agenttrace.attempt.index": 1, "agenttrace.attempt.outcome": "ok"}, [
             _gen(start, end - 0.06, start + 0.02, 30),

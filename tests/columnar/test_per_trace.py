@@ -68,8 +68,8 @@ def test_a_summary_of_ours_and_other_instrumentations_traces_is_made_in_the_engi
     sampled = report_files([mixed], threads=2, sample=100)
     assert "made in the engine" in sampled.report.problems[-1]
     assert {**_figures(sampled.report), "problems": []} == {**_figures(full), "problems": []}
-    # the long-horizon demo's coordinator needs the per-span code (its sub-agents decide side by
-    # side: coverage._parallel_decisions), so the rows of every task: beside foreign traces the
+    # the long-horizon demo's coordinator needs the per-span code (its sub-agents run side by
+    # side: coverage._parallel_runs), so the rows of every task: beside foreign traces the
     # per-span path's summary costs less than those and the per-span reading of them
     both = tmp_path / "both"
     both.mkdir()
