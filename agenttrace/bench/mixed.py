@@ -1,13 +1,16 @@
-"""Synthetic traces with spans the columnar queries do not state (`agenttrace bench report
---foreign N --own-spans SHARE`, issue 32's seventh part): other instrumentations' traces beside
-ours, and a user's own spans of no known convention around ours.
+"""Synthetic traces with spans the columnar queries do not state, or state apart (`agenttrace bench
+report --foreign N --own-spans SHARE --long-horizon N`, issue 32's seventh and eleventh parts):
+other instrumentations' traces beside ours, a user's own spans of no known convention around ours,
+and our own long-horizon agents' (compactions, sub-agents).
 
 - `append_foreign`: the recorded framework traces (traces/frameworks/*.jsonl: OpenInference,
   OpenLLMetry, GenAI, ADK, ...; 1,027 spans, their messages included; `--no-delegations`: 687
   spans, without the traces that delegate to a sub-agent) appended `copies` times, each copy with
   fresh trace ids;
 - `add_own_spans`: under a `share` of the spans, one child span named as a user's helper would be
-  (no agenttrace.segment, no convention's marks), covering a part of its parent.
+  (no agenttrace.segment, no convention's marks), covering a part of its parent;
+- `long_horizon_lines` with `append_copies`: the long-horizon demo's recording (3 tasks, 68 spans)
+  appended `copies` times.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import random
 from pathlib import Path
 
 FRAMEWORKS = Path(__file__).resolve().parents[2] / "traces" / "frameworks"
+LONG_HORIZON = FRAMEWORKS.parent / "long_horizon"
 OWN_NAMES = ("load_config", "db lookup", "cache.get")
 
 
@@ -52,13 +56,27 @@ def framework_lines(delegations: bool = True) -> list[str]:
     return out
 
 
+def long_horizon_lines() -> list[str]:
+    """Our long-horizon demo's recording (traces/long_horizon: memory, a compaction, a coordinator
+    with sub-agents), line by line."""
+    files = sorted(LONG_HORIZON.glob("*.jsonl"))
+    if not files:
+        raise FileNotFoundError(f"the long-horizon demo's trace in {LONG_HORIZON} (a checkout of the repository has it)")
+    return [line for f in files for line in f.read_text().splitlines() if line.strip()]
+
+
 def append_foreign(path: Path, copies: int, seed: int = 7, delegations: bool = True) -> int:
     """The framework traces (framework_lines), `copies` times, after the trace file `path` (into a
     file of their own in a folder); the spans added."""
-    lines = framework_lines(delegations)
+    return append_copies(path, framework_lines(delegations), copies, seed)
+
+
+def append_copies(path: Path, lines: list[str], copies: int, seed: int = 7, name: str = "foreign.jsonl") -> int:
+    """OTLP/JSON `lines`, `copies` times with fresh trace ids each, after the trace file `path`
+    (into a file `name` of their own in a folder); the spans added."""
     rng = random.Random(seed)
     added = 0
-    with (path / "foreign.jsonl" if path.is_dir() else path).open("a") as out:
+    with (path / name if path.is_dir() else path).open("a") as out:
         for _ in range(copies):
             ids: dict[str, str] = {}
             for line in lines:

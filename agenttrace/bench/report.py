@@ -14,7 +14,8 @@ and `clickhouse_columnar_summary`: `report --sample` on those two, the run figur
 aggregates in the engine (agenttrace/columnar/summary.py), a few kilobytes back.
 Targets (issue 32): 1,000,000 spans end to end in <= 5 s and <= 1 GB peak memory.
 `--foreign N` and `--own-spans SHARE` add what the columnar queries do not state (bench/mixed.py):
-other instrumentations' traces, and a user's own spans around ours.
+other instrumentations' traces, and a user's own spans around ours; `--long-horizon N` our own
+long-horizon agents' traces (compactions, sub-agents).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrace.bench.mixed import add_own_spans, append_foreign
+from agenttrace.bench.mixed import add_own_spans, append_copies, append_foreign, long_horizon_lines
 from agenttrace.bench.synthetic import generate
 from agenttrace.clock import default_clock, elapsed_s
 
@@ -59,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "times, fresh trace ids each (bench/mixed.py)")
     p.add_argument("--no-delegations", action="store_true",
                    help="with --foreign: only the framework traces that delegate to no sub-agent")
+    p.add_argument("--long-horizon", type=int, default=0, metavar="COPIES",
+                   help="append the long-horizon demo's trace (traces/long_horizon: compactions, sub-agents) this "
+                        "many times, fresh trace ids each")
     p.add_argument("--own-spans", type=float, default=0.0, metavar="SHARE",
                    help="add a child span of no known convention (a user's own) under this share of the spans")
     p.set_defaults(func=run)
@@ -228,6 +232,12 @@ def run(args: argparse.Namespace) -> int:
                 written += append_foreign(path, args.foreign, delegations=not args.no_delegations)
             except FileNotFoundError as exc:
                 console.print(f"[red]agenttrace bench report: --foreign needs {exc}[/]")
+                return 2
+        if args.long_horizon:
+            try:
+                written += append_copies(path, long_horizon_lines(), args.long_horizon, name="long_horizon.jsonl")
+            except FileNotFoundError as exc:
+                console.print(f"[red]agenttrace bench report: --long-horizon needs {exc}[/]")
                 return 2
         size_mb = sum(f.stat().st_size for f in (path.iterdir() if big else [path])) / 1e6
         console.print(f"generated {written} spans ({size_mb:.0f} MB) in {elapsed_s(clock, t0):.1f} s")
