@@ -169,6 +169,7 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
                 figs = generation_figures(tree, gen, index, gens["attempt"][g], start)
                 generations.append(figs)
                 acceptance.append((figs.method, _acceptance(gens, g, tree, gen)))
+            generations.sort(key=lambda f: f.start_s)  # the rows come in the walk's order (figures._scan_step)
             b = segs.get((1, step), _NONE)
             retry = segs.get((2, step), _NONE)
             first, first_correct = steps["first"][r], steps["first_correct"][r]

@@ -86,15 +86,6 @@ def tree_checks(p: str = "x_") -> list[tuple[str, str]]:
     ]
 
 
-def _parallel_runs(p: str) -> str:
-    """SQL: the tasks where sub-agents' runs in one step overlap each other. The per-span code
-    meets a step's spans depth first (figures._scan_step: an attempt's last parse and validation,
-    the order its generations tell the what-if in), which is their time order (the queries')
-    only where no runs overlap."""
-    runs = f"(SELECT task, step, i, lo, hi FROM {p}t WHERE segment = '{sc.Segment.DELEGATION}' AND step IS NOT NULL)"
-    return f"SELECT a.task FROM {runs} AS a JOIN {runs} AS b ON a.step = b.step WHERE a.i < b.i AND a.lo < b.hi AND b.lo < a.hi"
-
-
 def per_span_tasks(p: str = "x_") -> str:
     """SQL: the tasks whose figures the per-span code makes (task_figures on the task's spans, read
     back from the table): those with what the queries do not state, for a summary's aggregates
@@ -112,7 +103,6 @@ def per_span_tasks(p: str = "x_") -> str:
         # step's attempt (rows.attempt_rows says its validity), outside any generation
         (f"SELECT task FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i "
          "AND NOT (dlg AND ad = 2 AND att IS NOT NULL AND NOT in_gen)"),
-        _parallel_runs(p),
         # speculation rounds told as draft and verify child spans (the rows carry round events)
         (f"SELECT t.task FROM {p}t AS t JOIN spans AS g ON g.i = t.pi WHERE t.segment IN "
          f"('{sc.Segment.DRAFT}', '{sc.Segment.VERIFY}') AND g.segment = '{gen}' AND empty(g.rounds)"),

@@ -11,7 +11,7 @@ spans), as queries over the tables `tree.py` made. The rules are `report/figures
 from __future__ import annotations
 
 from agenttrace import semconv as sc
-from agenttrace.columnar.tree import is_true, narrow, num, text
+from agenttrace.columnar.tree import dfs_key, is_true, narrow, num, text
 from agenttrace.report.model import SEGMENT_FIELDS
 from agenttrace.report.spec import GENERATION_KEYS
 
@@ -106,13 +106,15 @@ SETTINGS join_use_nulls = 1"""
 def attempt_rows(p: str = "x_") -> str:
     """A row per attempt under a task step: (task, valid). A step's own attempt holds every
     parse and validation below it, a sub-agent's too (figures._attempt_valid walks the whole
-    subtree); an attempt of a sub-agent's run inside it (`ad` 2) holds its own."""
+    subtree); an attempt of a sub-agent's run inside it (`ad` 2) holds its own. The last of each
+    is the last in the per-span walk's order (tree.dfs_key)."""
     ok = sc.AttemptOutcome.OK.value
     return f"""WITH scan AS (
   SELECT arrayJoin(if(t.ad = 2, [assumeNotNull(t.att), assumeNotNull(t.ia)], [assumeNotNull(t.att)])) AS a,
-         s.segment AS seg, (s.start_ns, s.i) AS at,
+         s.segment AS seg, {dfs_key()} AS at,
          if(seg = '{sc.Segment.PARSE}', {is_true(sc.PARSE_OK, 's.attrs')}, {is_true(sc.VALIDATION_OK, 's.attrs')}) AS held
   FROM {p}t AS t JOIN {narrow((sc.PARSE_OK, sc.VALIDATION_OK), (sc.Segment.PARSE, sc.Segment.VALIDATION))} AS s ON s.i = t.i
+  LEFT JOIN {p}dk AS dk ON dk.i = t.i
   WHERE t.att IS NOT NULL AND NOT t.in_gen AND s.segment IN ('{sc.Segment.PARSE}', '{sc.Segment.VALIDATION}')
 ), per AS (  -- each span in its step's attempt, and in a sub-agent's attempt inside that one
   SELECT a, countIf(seg = '{sc.Segment.PARSE}') AS parses, argMaxIf(held, at, seg = '{sc.Segment.PARSE}') AS parse_ok,
@@ -174,22 +176,23 @@ def generation_rows(p: str = "x_") -> str:
     """A row per generation a step made (not one inside another generation): the attributes its
     figures read (spec.GENERATION_KEYS), its prefill children's durations, what its rounds tell the
     what-if (_round_columns); with the step's index and its innermost attempt's (a sub-agent's
-    own inside the step's, as figures._scan_step meets them)."""
+    own inside the step's, as figures._scan_step meets them). A step's rows in the per-span
+    walk's order, the order its generations tell the what-if (tree.dfs_key)."""
     return f"""WITH prefills AS (
   SELECT pi, groupArray(greatest(0, end_ns - start_ns)) AS durations FROM {p}s
   WHERE segment = '{sc.Segment.PREFILL}' AND pi IS NOT NULL GROUP BY pi
 ), g AS (
   SELECT t.task AS task, t.step AS step, {_int(sc.ATTEMPT_INDEX, 'a.attrs')} AS attempt, s.start_ns AS start_ns,
-         s.end_ns AS end_ns, s.i AS gi, s.attrs AS attrs,
+         s.end_ns AS end_ns, s.i AS gi, s.attrs AS attrs, {dfs_key()} AS walk,
          ifNull(prefills.durations, []) AS prefills,
          {_round_columns()}
   FROM {p}t AS t JOIN {narrow(GENERATION_KEYS, (sc.Segment.GENERATION,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
   LEFT JOIN {narrow((sc.ATTEMPT_INDEX,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = t.ia
-  LEFT JOIN prefills ON prefills.pi = t.i
+  LEFT JOIN prefills ON prefills.pi = t.i LEFT JOIN {p}dk AS dk ON dk.i = t.i
   WHERE t.step IS NOT NULL AND NOT t.in_gen AND s.segment = '{sc.Segment.GENERATION}'
 )
-SELECT * EXCEPT (gi, dr, chain, asked, kk, acc, asked_ks, asked_n) FROM g
-ORDER BY task, start_ns, gi
+SELECT * EXCEPT (gi, walk, dr, chain, asked, kk, acc, asked_ks, asked_n) FROM g
+ORDER BY task, step, walk
 SETTINGS join_use_nulls = 0"""
 
 

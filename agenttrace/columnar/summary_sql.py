@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from agenttrace import semconv as sc
 from agenttrace.columnar import rows, runs_sql
-from agenttrace.columnar.tree import narrow, num, text
+from agenttrace.columnar.tree import dfs_key, narrow, num, text
 from agenttrace.report.model import SEGMENT_FIELDS, STAGE_FIELDS
 from agenttrace.report.spec import GENERATION_KEYS
 from agenttrace.report.stats import PERCENTILES
@@ -181,7 +181,8 @@ WITH prefills AS (
   SELECT pi, arraySum(groupArray(greatest(0, end_ns - start_ns))) AS ns, true AS any FROM {p}s
   WHERE segment = '{sc.Segment.PREFILL}' AND pi IS NOT NULL GROUP BY pi
 )
-SELECT (sr.o, sr.start_ns, sr.step, s.start_ns, s.i) AS key, sr.label AS label,
+SELECT (sr.o, sr.start_ns, sr.step, s.start_ns, s.i) AS key, (sr.o, sr.start_ns, sr.step, {dfs_key()}) AS wkey,
+       sr.label AS label,
        greatest(0, s.end_ns - s.start_ns) / 1e9 AS wall_s, {num(sc.SPEC_PREFILL_S, 's.attrs')} AS prefill0,
        if(prefill0 != 0, prefill0, ifNull(prefills.ns, 0) / 1e9) AS prefill_s,
        mapContains(s.attrs, '{sc.SPEC_PREFILL_S}') OR ifNull(prefills.any, false) AS knows_prefill,
@@ -206,7 +207,7 @@ SELECT (sr.o, sr.start_ns, sr.step, s.start_ns, s.i) AS key, sr.label AS label,
 FROM (SELECT i, step FROM {p}t WHERE step IS NOT NULL AND NOT in_gen AND segment = '{gen}') AS t
 JOIN {narrow(GENERATION_KEYS, (gen,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
 JOIN (SELECT o, start_ns, step, label FROM {p}sr) AS sr ON sr.step = t.step
-LEFT JOIN prefills ON prefills.pi = t.i)
+LEFT JOIN prefills ON prefills.pi = t.i LEFT JOIN {p}dk AS dk ON dk.i = t.i)
 SETTINGS join_use_nulls = 1""",
     ]
 

@@ -2,7 +2,8 @@
 (per label and drafter: its generations and their decoding; per model: the plain generations'
 decoding; per label and drafter: the rounds' statistics) as aggregates over the generation values
 (`summary_sql.py`, `{p}gv`), put back into a WhatIfFold whose `figures()` runs the cost model as
-for a report. Floats are added in the fold's order (generations by task, step and start); counts
+for a report. Floats are added in the fold's order (generations by task, step and start; the
+rounds' statistics by task, step and the per-span walk's order, `wkey`: tree.dfs_key); counts
 in any order; the dicts' keys come back with the generation that first had them, so they keep
 the fold's order too.
 """
@@ -17,9 +18,9 @@ from agenttrace.report.whatif import Decoding, DrafterGenerations, Untimed, What
 _SPEC = "method != 'none'"
 
 
-def _in_order(names: tuple[str, ...], where: str = "") -> str:
+def _in_order(names: tuple[str, ...], where: str = "", key: str = "key") -> str:
     """Each name's values in the fold's order (rows sorted by `key` once), as `{name}_o`."""
-    rows = f"groupArray{'If' if where else ''}((key, {', '.join(names)}){', ' + where if where else ''})"
+    rows = f"groupArray{'If' if where else ''}(({key}, {', '.join(names)}){', ' + where if where else ''})"
     return q.in_order(rows, names)
 
 
@@ -53,14 +54,14 @@ WHERE {_SPEC} GROUP BY label, method, constrained, model ORDER BY first""",
        sum(if(has_rounds, c_drafted, 0)) AS c_dr, sum(if(has_rounds, c_rounds, 0)) AS c_rn, sum(a_no_draft) AS c_nd,
        sumForEach(if(has_rounds, a_offered, [])) AS offered, sumForEach(if(has_rounds, c_proposed, [])) AS proposed,
        sumForEach(if(has_rounds, c_judged, [])) AS judged, sumForEach(if(has_rounds, c_passed, [])) AS passed,
-       {_in_order(("draft_s", "verify_s", "c_draft"))}, {_sums(("draft_s", "verify_s", "c_draft"))}
+       {_in_order(("draft_s", "verify_s", "c_draft"), key="wkey")}, {_sums(("draft_s", "verify_s", "c_draft"))}
 FROM (SELECT *, if(has_rounds, c_draft_s, 0) AS c_draft FROM {g} WHERE {_SPEC}) GROUP BY label, method""",
         "widths": f"""SELECT label, method, wn, min((key, pos)) AS first, sum(wc) AS w, {_in_order(("ws",))}, {_sums(("ws",))}
-FROM (SELECT key, label, method, wn, wc, ws, pos FROM {g} ARRAY JOIN c_widths AS wn, c_width_n AS wc, c_width_s AS ws, arrayEnumerate(c_widths) AS pos
+FROM (SELECT wkey AS key, label, method, wn, wc, ws, pos FROM {g} ARRAY JOIN c_widths AS wn, c_width_n AS wc, c_width_s AS ws, arrayEnumerate(c_widths) AS pos
       WHERE {_SPEC} AND has_rounds)
 GROUP BY label, method, wn ORDER BY first""",
         "asked": f"""SELECT label, method, ak, min((key, pos)) AS first, sum(an) AS n
-FROM (SELECT key, label, method, ak, an, pos FROM {g} ARRAY JOIN a_asked_k AS ak, a_asked_n AS an, arrayEnumerate(a_asked_k) AS pos
+FROM (SELECT wkey AS key, label, method, ak, an, pos FROM {g} ARRAY JOIN a_asked_k AS ak, a_asked_n AS an, arrayEnumerate(a_asked_k) AS pos
       WHERE {_SPEC} AND has_rounds)
 GROUP BY label, method, ak ORDER BY first""",
     }

@@ -18,7 +18,11 @@ nothing lands in a store's database):
   span's time is in an ancestor's segment times when `off_d` <= the ancestor's depth, else in its
   overlap;
 - `{p}c`: each span's charge: its self time by segment, with draft, verify and constrain carved out
-  of a generation's self time (round half to even, as Python's round).
+  of a generation's self time (round half to even, as Python's round);
+- `{p}dk`: in a step where some span's blocking children overlap (sub-agents' runs side by side),
+  each generation, parse and validation's key in the per-span walk's order (depth first, children
+  by start then input order: figures._scan_step): its ancestors' (start, order) below the step.
+  Elsewhere that order is time order, (start, order) itself (`dfs_key`).
 All arithmetic is Int64 nanoseconds.
 """
 
@@ -60,6 +64,12 @@ def narrow(keys: tuple[str, ...] | None = None, segments: tuple[str, ...] = (), 
     attrs = "attrs" if keys is None else "mapFilter((k, v) -> k IN (" + ", ".join(f"'{k}'" for k in keys) + "), attrs)"
     where = " WHERE segment IN (" + ", ".join(f"'{x}'" for x in segments) + ")" if segments else ""
     return f"(SELECT i, {cols}, {attrs} AS attrs FROM spans{where})"
+
+
+def dfs_key(dk: str = "dk", s: str = "s") -> str:
+    """SQL: a span's key in the per-span walk's order within its step (`{p}dk` left-joined as
+    `dk`, or its own (start, order) where that table has none)."""
+    return f"if(empty({dk}.key), [({s}.start_ns, {s}.i)], {dk}.key)"
 
 
 _CREATED = re.compile(r"CREATE TEMPORARY TABLE (\w+)")
@@ -181,6 +191,18 @@ SELECT c.i AS i, task, step, step_d, att, att_d, dlg, cmp, o.off_d AS off_d, seg
 FROM c JOIN {p}o AS o ON o.i = c.i
 SETTINGS join_use_nulls = 1""",
     ]
+    # the per-span walk's order where sub-agents' (or other) runs overlap in a step (`{p}dk`)
+    made.append(f"""CREATE TEMPORARY TABLE {p}dk {_M} AS
+WITH RECURSIVE up AS (
+  SELECT t.i AS i, t.pi AS cur, [(t.start_ns, t.i)] AS key, assumeNotNull(t.step) AS step
+  FROM {p}t AS t
+  WHERE t.step IN (SELECT step FROM {p}t WHERE i IN (SELECT pi FROM {p}ov) AND step IS NOT NULL)
+    AND t.i != t.step AND NOT t.in_gen AND t.segment IN ('{gen}', '{sc.Segment.PARSE}', '{sc.Segment.VALIDATION}')
+  UNION ALL
+  SELECT up.i, s.pi, arrayPushFront(up.key, (s.start_ns, s.i)), up.step
+  FROM up JOIN {p}s AS s ON s.i = up.cur WHERE up.cur != up.step
+)
+SELECT i, key FROM up WHERE cur = step""")
     # what only the charge is made of: dropped (their memory, 60 MB at 1M spans, is the queries')
-    kept = (f"{p}s", f"{p}t", f"{p}c")
+    kept = (f"{p}s", f"{p}t", f"{p}c", f"{p}dk")
     return made + [f"DROP TEMPORARY TABLE {name}" for name in created(made) if name not in kept]

@@ -44,9 +44,9 @@ def test_the_columnar_engine_reports_the_mixed_input_as_the_per_span_path(tmp_pa
     assert outcome.report.model_dump_json() == report_streamed([str(path)]).model_dump_json()
 
 
-def test_long_horizon_copies_are_reported_by_the_queries_but_their_side_by_side_sub_agents(tmp_path):
-    # the compacting task and the one with memory from the queries (columnar/runs_sql.py), the
-    # coordinator whose sub-agents run side by side from the per-span code: the per-span report
+def test_long_horizon_copies_are_reported_by_the_queries(tmp_path):
+    # compactions, memory and sub-agents side by side: every task from the queries
+    # (columnar/runs_sql.py, tree.dfs_key), the per-span report
     pytest.importorskip("chdb")
     from agenttrace.bench.mixed import append_copies, long_horizon_lines
     from agenttrace.columnar.engine import report_files
@@ -57,5 +57,5 @@ def test_long_horizon_copies_are_reported_by_the_queries_but_their_side_by_side_
     ours = len(_trace_ids(path))
     assert append_copies(path, long_horizon_lines(), 3) == 3 * 68 == len(_trace_ids(path)) - ours
     outcome = report_files([path], threads=1)
-    assert outcome.per_span_tasks == 3
+    assert outcome.per_span_tasks == 0
     assert outcome.report.model_dump_json() == report_streamed([str(path)]).model_dump_json()

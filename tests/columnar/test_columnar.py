@@ -365,14 +365,13 @@ def test_roofline_and_acceptance_by_position_come_through_files_and_stores(tmp_p
     assert err == "" and ours == _cli(capsys, "--clickhouse", url)[0]
 
 
-def test_tasks_with_sub_agents_and_compactions_get_the_per_span_codes_figures(tmp_path, capsys):
-    # `agenttrace demo --suite long_horizon --tasks 3`: a delegation and a compaction; the
-    # coordinator's sub-agents run side by side (coverage._parallel_runs), so its figures
-    # come from the per-span code on the spans read back from the table; the compacting task's
-    # (runs_sql.py), the other task's and the samples' from the queries, in one report
+def test_tasks_with_sub_agents_and_compactions_get_the_per_span_paths_figures(tmp_path, capsys):
+    # `agenttrace demo --suite long_horizon --tasks 3`: a delegation (two sub-agents side by side,
+    # read in the per-span walk's order: tree.dfs_key) and a compaction; their figures come from
+    # the queries (runs_sql.py), as the other task's and the samples', in one report
     trace = ROOT / "traces" / "long_horizon" / "demo-long_horizon.jsonl"
     outcome = report_files([trace, SAMPLES], threads=1)
-    assert outcome.reason is None and outcome.per_span_tasks == 1
+    assert outcome.reason is None and outcome.per_span_tasks == 0
     ref = report_streamed([str(trace), str(SAMPLES)])
     assert any(t.sub_agents for t in ref.tasks) and any(t.compactions for t in ref.tasks)
     assert _json(outcome.report) == _json(ref)

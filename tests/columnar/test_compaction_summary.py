@@ -2,8 +2,9 @@
 run whole, the summary's generation included), what it cost the cache (the tokens it said, their
 share of the next generation's prefill), a delegating task's stages and sub-agent count, and a
 sub-agent's attempts judged by their own parse, come out of the summary's aggregates and the full
-report's rows, bit for bit the per-span report's, from files and from a store. A compaction nested
-with a sub-agent's run, and sub-agents running side by side in a step, go to the per-span code."""
+report's rows, bit for bit the per-span report's, from files and from a store, sub-agents running
+side by side in a step too (read in the per-span walk's order). A compaction nested with a
+sub-agent's run goes to the per-span code."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from agenttrace.report.build import report_clickhouse, report_streamed
 from agenttrace.traces.clickhouse import ClickHouseQuery
 
 RESOURCE = {"service.name": "t", "agenttrace.run.label": "long"}
+A, B, C = 0.1, 0.2, 0.3  # draft seconds whose sum depends on the order they are added in
 
 
 def _gen(start: float, end: float, prefill_end: float, tokens: int | None = None) -> S:
@@ -155,26 +157,38 @@ def test_a_compaction_inside_a_sub_agents_run_goes_to_the_rows(tmp_path):
     assert outcome.per_span_tasks == 1 and _figures(outcome.report) == _figures(full)
 
 
-def test_sub_agents_running_side_by_side_go_to_the_rows(tmp_path):
+def test_sub_agents_running_side_by_side_are_read_in_the_per_span_walks_order(tmp_path):
     # the per-span code walks a step depth first: the attempt is valid by its last parse in that
     # order (the run that started later), not in time (the earlier run's late failed parse), and
-    # its generations tell the what-if in that order: the per-span code makes that task
-    def run(name: str, start: float, end: float, parsed: bool) -> S:
+    # its generations tell the what-if in that order (tree.py's `{p}dk`, tree.dfs_key)
+    def run(name: str, start: float, end: float, parsed: bool, draft_s: float, late: float = 0.0) -> S:
+        # a speculative generation `late` into the run (draft times whose sum depends on the order)
+        spec = {"gen_ai.usage.output_tokens": 20, "agenttrace.spec.method": "prompt_lookup", "agenttrace.spec.draft_s": draft_s,
+                "agenttrace.spec.verify_s": 0.01, "agenttrace.spec.rounds": 2, "agenttrace.spec.draft_tokens": 12,
+                "agenttrace.spec.accepted_tokens": 6, "agenttrace.spec.num_speculative_tokens": 6}
+        g0 = start + late
+        rounds = [("speculate.round", g0 + 0.02 * (r + 1), {"drafted": 6, "accepted": 3, "draft_s": draft_s / 2,
+                                                           "verify_s": 0.005, "k": 6}) for r in range(2)]
         tried = S("attempt 1", "attempt", start, end, {"agenttrace.attempt.index": 1, "agenttrace.attempt.outcome": "ok"}, [
-            _gen(start, end - 0.06, start + 0.02, 30),
+            S("chat m", "generation", g0, end - 0.06, spec, [S("prefill", "prefill", g0, g0 + 0.01)], events=rounds),
             S("parse_tool_call", "parse", end - 0.06, end - 0.01, {"agenttrace.parse.ok": parsed})])
         return S(f"invoke_agent {name}", "delegation", start, end, {"gen_ai.agent.name": name}, [
             S("agent_step 1", "step", start, end, {"agenttrace.step.index": 1, "agenttrace.step.outcome": "final_answer"},
               [tried])])
 
-    tool = S("execute_tool delegate_parallel", "tool", 1.3, 2.0, {}, [run("slow", 1.3, 1.95, False),
-                                                                       run("quick", 1.35, 1.7, True)])
+    # walked: slow, quick, third; in time their generations start quick, third, slow
+    tool = S("execute_tool delegate_parallel", "tool", 1.3, 2.0, {}, [run("slow", 1.3, 1.95, False, A, late=0.4),
+                                                                       run("quick", 1.35, 1.7, True, B),
+                                                                       run("third", 1.4, 1.9, True, C)])
     coordinator = _agent("coordinator", [_step(1, 0.0, 2.0, tokens=100, kids=[tool]),
                                          _step(2, 2.0, 3.0, tokens=90, final=True)], 3.1)
     path = tmp_path / "parallel.jsonl"
     write_trace(path, coordinator, resource=RESOURCE)
     full = report_streamed([str(path)])
-    assert (full.run.sub_agents, full.tasks[0].valid_attempts, full.tasks[0].attempts) == (2, 3, 4)
+    assert (full.run.sub_agents, full.tasks[0].valid_attempts, full.tasks[0].attempts) == (3, 4, 5)
+    assert (A + B) + C != (B + C) + A  # the what-if's sums tell the two orders apart
     outcome = report_files([path], threads=1, summary_only=True)
+    assert outcome.reason is None and outcome.per_span_tasks == 0 and outcome.report.tasks == []
     assert _figures(outcome.report) == _figures(full)
-    assert outcome.reason is None and outcome.per_span_tasks == 1
+    outcome = report_files([path], threads=1)
+    assert outcome.per_span_tasks == 0 and outcome.report.model_dump_json() == full.model_dump_json()

@@ -68,18 +68,20 @@ def test_a_summary_of_ours_and_other_instrumentations_traces_is_made_in_the_engi
     sampled = report_files([mixed], threads=2, sample=100)
     assert "made in the engine" in sampled.report.problems[-1]
     assert {**_figures(sampled.report), "problems": []} == {**_figures(full), "problems": []}
-    # the long-horizon demo's coordinator needs the per-span code (its sub-agents run side by
-    # side: coverage._parallel_runs), so the rows of every task: beside foreign traces the
-    # per-span path's summary costs less than those and the per-span reading of them
+    # our long-horizon demo (a compaction, sub-agents side by side) beside a framework's trace:
+    # every figure from the aggregates too
     both = tmp_path / "both"
     both.mkdir()
     for f in (ROOT / "traces" / "long_horizon" / "demo-long_horizon.jsonl", FRAMEWORKS / "smolagents-openinference.jsonl"):
         shutil.copy(f, both / f.name)
-    assert "beside traces of another instrumentation" in report_files([both], summary_only=True).reason
+    outcome = report_files([both], summary_only=True)
+    assert outcome.reason is None and outcome.report.tasks == []
+    assert _figures(outcome.report) == _figures(report_streamed([str(both)]))
+    assert len(made) == 3
     # three batches of files: each batch's foreign traces go back into its table, the inputs' readings add up
     monkeypatch.setattr(batches, "BATCH_BYTES", sum(f.stat().st_size for f in mixed.glob("*.jsonl")) // 3)
     assert _figures(report_files([mixed], threads=2, summary_only=True).report) == _figures(full)
-    assert len(made) == 3
+    assert len(made) == 4
 
 
 @pytest.mark.parametrize("ours_first", [True, False])
