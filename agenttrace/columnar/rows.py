@@ -21,10 +21,17 @@ def _int(key: str, m: str = "s.attrs") -> str:
 
 
 _N = len(SEGMENT_FIELDS)
+ZEROS = f"arrayWithConstant({_N}, toInt64(0))"  # nanoseconds by segment where an owner has none
 # A span's own nanoseconds (tree.py's `{p}c`) as an array in SEGMENT_FIELDS' order: its segment's
 # time, and a generation's draft, verify and constrain parts at theirs.
 _PARTS = {"draft": " + draft_ns", "verify": " + verify_ns", "constrain": " + constrain_ns"}
 _BY_SEGMENT = "[" + ", ".join(f"if(seg = '{s}', seg_ns, 0){_PARTS.get(s, '')}" for s in SEGMENT_FIELDS) + "]"
+
+
+def running_sum(ordered: str) -> str:
+    """The values added one after another (arrayCumSum is a running sum: its last is Python's sum
+    in that order, bit for bit)."""
+    return f"arrayCumSum({ordered})[-1]"
 
 
 def sums(condition: str, v: str = "v") -> str:
@@ -53,7 +60,7 @@ UNION ALL
 SELECT 1, assumeNotNull(step), {sums('off_d <= step_d')}, {sums('NOT (off_d <= step_d)')}
 FROM {spans} WHERE step IS NOT NULL GROUP BY step HAVING countIf(nz) > 0
 UNION ALL
-SELECT 2, assumeNotNull(c.step), {sums('c.nz', 'c.v')}, arrayWithConstant({_N}, toInt64(0))
+SELECT 2, assumeNotNull(c.step), {sums('c.nz', 'c.v')}, {ZEROS}
 FROM {spans} AS c JOIN {narrow((sc.ATTEMPT_OUTCOME,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = c.att
 WHERE c.att IS NOT NULL AND c.off_d <= c.att_d
   AND if(a.attrs['{sc.ATTEMPT_OUTCOME}'] = '', '{ok}', {text(sc.ATTEMPT_OUTCOME, 'a.attrs')}) != '{ok}'

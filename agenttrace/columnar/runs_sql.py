@@ -11,15 +11,13 @@ the other (their stages nest).
 from __future__ import annotations
 
 from agenttrace import semconv as sc
-from agenttrace.columnar.rows import charges, sums
+from agenttrace.columnar.rows import ZEROS, charges, running_sum, sums
 from agenttrace.columnar.tree import narrow
 from agenttrace.report.model import SEGMENT_FIELDS, STAGE_FIELDS
 from agenttrace.report.stages import STAGE_OF_SEGMENT
 
-_N = len(SEGMENT_FIELDS)
-_ZEROS = f"arrayWithConstant({_N}, toInt64(0))"
 # Each stage's segments (1-based positions in SEGMENT_FIELDS: stage_times of a task's own time).
-STAGE_SEGMENTS = {f: [i + 1 for i, s in enumerate(SEGMENT_FIELDS) if STAGE_OF_SEGMENT.get(s, "other") == f]
+_STAGE_SEGMENTS = {f: [i + 1 for i, s in enumerate(SEGMENT_FIELDS) if STAGE_OF_SEGMENT.get(s, "other") == f]
                   for f in STAGE_FIELDS}
 _MEMORY = SEGMENT_FIELDS.index("memory") + 1
 _DLG, _CMP = sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value
@@ -43,10 +41,6 @@ def sub_agents(p: str = "x_") -> str:
     runs = f"(SELECT i, task FROM {p}t WHERE segment = '{_DLG}' AND step IS NOT NULL AND NOT in_gen)"
     return f"""SELECT t.task AS task, count() AS n FROM {p}s AS s JOIN {runs} AS t ON s.i = t.i
 WHERE s.kind != 'PRODUCER' GROUP BY t.task"""
-
-
-def _running_sum(ordered: str) -> str:
-    return f"arrayCumSum({ordered})[-1]"  # Python's sum in that order, bit for bit
 
 
 def compaction_costs(p: str = "x_") -> str:
@@ -77,7 +71,7 @@ def compaction_costs(p: str = "x_") -> str:
     JOIN {narrow((sc.TOKENS,), (pre,))} AS s ON s.i = k.i GROUP BY g.c
   )
   SELECT c.task AS task, count() AS n, max(c.known) AS known, sumIf(c.n, c.known) AS tokens,
-         {_running_sum(f"arrayMap(x -> x.2, arraySort(x -> x.1, groupArray(((c.start_ns, c.i), {share}))))")} AS seconds
+         {running_sum(f"arrayMap(x -> x.2, arraySort(x -> x.1, groupArray(((c.start_ns, c.i), {share}))))")} AS seconds
   FROM c LEFT JOIN pf ON pf.c = c.i GROUP BY c.task"""
 
 
@@ -91,7 +85,7 @@ def stage_ns(on: str, sub: str, comp: str) -> str:
     own = f"arrayMap((x, y) -> x - y, {base}, {sub})"
 
     def stage(f: str, arr: str) -> str:
-        idx = STAGE_SEGMENTS[f]
+        idx = _STAGE_SEGMENTS[f]
         return "(" + " + ".join(f"{arr}[{i}]" for i in idx) + ")" if idx else "toInt64(0)"
 
     def staged(f: str) -> str:
@@ -113,7 +107,7 @@ def held(p: str = "x_") -> str:
 def task_runs(p: str = "x_") -> str:
     """Per task holding a sub-agent's run or a compaction: its stages in seconds (STAGE_FIELDS
     order), sub-agents, compactions, and the reprefill tokens and seconds (NULL: none said)."""
-    on = "if(empty(b.on_ns), " + _ZEROS + ", b.on_ns)"
+    on = f"if(empty(b.on_ns), {ZEROS}, b.on_ns)"
     return f"""WITH k AS (SELECT DISTINCT task FROM {p}t WHERE segment IN ('{_DLG}', '{_CMP}')
 ), b AS (SELECT task, {sums('off_d = 0')} AS on_ns FROM {charges(p)} WHERE task IN (SELECT task FROM k) GROUP BY task
 ), dl AS ({sub_runs(p)}), cp AS ({compaction_runs(p)}), sa AS ({sub_agents(p)}), cc AS ({compaction_costs(p)})

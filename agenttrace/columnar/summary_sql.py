@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from agenttrace import semconv as sc
 from agenttrace.columnar import rows, runs_sql
+from agenttrace.columnar.rows import ZEROS, running_sum
 from agenttrace.columnar.tree import dfs_key, narrow, num, text
 from agenttrace.report.model import SEGMENT_FIELDS, STAGE_FIELDS
 from agenttrace.report.spec import GENERATION_KEYS
@@ -25,7 +26,6 @@ from agenttrace.report.stats import PERCENTILES
 
 _M = "ENGINE = Memory"
 _N = len(SEGMENT_FIELDS)
-_ZEROS = f"arrayWithConstant({_N}, toInt64(0))"
 # Per task: the floats the fold sums, in this order (`task_sums` names them back).
 TASK_SUMS = ("wall_s", "retry_s", "overlap_s", *(f"stage_{f}" for f in STAGE_FIELDS),
              *(f"seg_{s}" for s in SEGMENT_FIELDS), *(f"retry_{s}" for s in SEGMENT_FIELDS),
@@ -140,7 +140,7 @@ FROM ({rows.task_rows(p)})""",
         f"""CREATE TEMPORARY TABLE {p}sr {_M} AS
 SELECT tr.o AS o, tr.label AS label, s.task AS task, s.step AS step, s.start_ns AS start_ns, s.attempts AS attempts,
        s.first AS first, s.first_correct AS first_correct, s.marks AS marks, s.moments AS moments,
-       if(empty(b.on_ns), {_ZEROS}, b.on_ns) AS on_ns, if(empty(r.on_ns), {_ZEROS}, r.on_ns) AS retry_ns,
+       if(empty(b.on_ns), {ZEROS}, b.on_ns) AS on_ns, if(empty(r.on_ns), {ZEROS}, r.on_ns) AS retry_ns,
        greatest(0, s.end_ns - s.start_ns) / 1e9 AS wall_s, if(s.first IS NULL, NULL, (s.first - s.start_ns) / 1e9) AS ttvtc_s,
        arraySum(retry_ns) / 1e9 AS retry_s, {_seconds('on_ns')} AS seg_s, {_seconds('retry_ns')} AS retry_seg_s
 FROM ({rows.step_rows(p)}) AS s JOIN {p}tr AS tr ON tr.task = s.task
@@ -165,7 +165,7 @@ SELECT tr.o AS o, ifNull(sa.n, 0) AS sub_agents, tr.label AS label, tr.outcome A
        ifNull(st.marks, false) AS expects, ifNull(st.valid, 0) AS valid,
        if(wall_s > 0, valid / wall_s, toFloat64(0)) AS throughput,
        ifNull(at.attempts, 0) AS attempts, ifNull(at.valid_attempts, 0) AS valid_attempts,
-       if(empty(b.on_ns), {_ZEROS}, b.on_ns) AS on_ns, if(empty(b.off_ns), {_ZEROS}, b.off_ns) AS off_ns,
+       if(empty(b.on_ns), {ZEROS}, b.on_ns) AS on_ns, if(empty(b.off_ns), {ZEROS}, b.off_ns) AS off_ns,
        ifNull(cc.n, 0) AS compactions, if(cc.known, cc.tokens, NULL) AS reprefill_tokens,
        arrayConcat([wall_s, ifNull(st.task_retry_s, toFloat64(0)), arraySum(off_ns) / 1e9],
                     arrayMap(x -> x / 1e9, [{runs_sql.stage_ns('on_ns', 'dl.sub_ns', 'cp.comp_ns')}]), {_seconds('on_ns')},
@@ -233,12 +233,6 @@ def in_order(rows: str, names: tuple[str, ...]) -> str:
     that order, as `{name}_o`."""
     cols = ", ".join(f"arrayMap(x -> x.{i + 2}, ordered) AS {n}_o" for i, n in enumerate(names))
     return f"arraySort(x -> x.1, {rows}) AS ordered, {cols}"
-
-
-def running_sum(ordered: str) -> str:
-    """The values added one after another (arrayCumSum is a running sum: its last is Python's sum
-    in that order, bit for bit)."""
-    return f"arrayCumSum({ordered})[-1]"
 
 
 def _dist(name: str, nullable: bool = False) -> str:
