@@ -16,10 +16,19 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.core.costmodel import RoundStats
+from agenttrace.core.roofline import RooflinePhase
 from agenttrace.report.figures import TaskAnalysis, not_inferred
-from agenttrace.report.model import STAGE_FIELDS, StageTimes, StepFigures, TaskFigures, lean
+from agenttrace.report.model import STAGE_FIELDS, GenerationFigures, StageTimes, StepFigures, TaskFigures, built, lean
 from agenttrace.report.segments import Breakdown, sum_segments
-from agenttrace.report.spec import AcceptanceStats, acceptance_stats, aggregate, generation_figures, totals
+from agenttrace.report.spec import (
+    ESTIMATOR_RATIO,
+    AcceptanceStats,
+    acceptance_stats,
+    aggregate,
+    generation_figures,
+    peaks_device,
+    text_figures,
+)
 from agenttrace.report.stages import stage_times
 from agenttrace.traces.span_records import SpanRecord
 
@@ -58,11 +67,25 @@ def _array(text: str) -> list:
     return value if isinstance(value, list) else []
 
 
-def _acceptance(gens: dict[str, list], g: int, tree: _Kids, gen: SpanRecord) -> AcceptanceStats:
-    """What generation row g tells the what-if: from its round columns (rows._round_columns) when
-    it has rounds, else from its totals (spec.acceptance_stats, no rounds)."""
-    if not gens["r_n"][g]:
-        return acceptance_stats(tree, gen, [])
+def _totals(gens: dict[str, list], g: int) -> AcceptanceStats:
+    """spec.totals of generation row g, from its columns."""
+    return AcceptanceStats(draft_tokens=gens["drafted"][g], rounds=gens["rounds"][g], draft_s=gens["draft_s"][g],
+                           verify_s=gens["verify_s"][g])
+
+
+def _ratio(gens: dict[str, list], g: int) -> AcceptanceStats:
+    """What a generation with neither rounds nor a round count tells the what-if: its totals, the
+    rejections as drafted less accepted (spec.acceptance_stats without rounds)."""
+    stats = _totals(gens, g)
+    stats.accepted = gens["accepted"][g]
+    stats.rejections = max(0, stats.draft_tokens - stats.accepted)
+    stats.estimator = ESTIMATOR_RATIO
+    return stats
+
+
+def _acceptance(gens: dict[str, list], g: int) -> AcceptanceStats:
+    """What generation row g, which has rounds, tells the what-if: from its round columns
+    (generations_sql.round_columns) over its totals."""
     no_draft = gens["c_no_draft"][g]
     cost = RoundStats(
         accepted=float(gens["c_accepted"][g]), rejections=float(gens["c_rejections"][g]),
@@ -77,12 +100,46 @@ def _acceptance(gens: dict[str, list], g: int, tree: _Kids, gen: SpanRecord) -> 
         if not cost.offered:
             cost.offered.append(0.0)
         cost.offered[0] += no_draft
-    stats = totals(gen.attributes)
+    stats = _totals(gens, g)
     stats.accepted, stats.rejections = gens["r_accepted"][g], gens["r_rejections"][g]
     stats.draft_tokens = stats.draft_tokens or gens["r_drafted"][g]
     stats.rounds = stats.rounds or gens["r_n"][g]
     stats.cost = cost
     return stats
+
+
+def _tuple(value) -> tuple:
+    """A tuple as Arrow hands it back (a dict by position)."""
+    return tuple(value.values()) if isinstance(value, dict) else tuple(value)
+
+
+def _generation(gens: dict[str, list], g: int, step: int, task_start: int) -> GenerationFigures:
+    """spec.generation_figures of generation row g, from its values; its text figures from its
+    attributes, by spec.text_figures itself."""
+    a = {k: typed(v) for k, v in gens["attrs"][g]}
+    t = text_figures(a)
+    flop_s = gens["peak_flop_s"][g]
+    return built(  # the fields in their declared order (built keeps the dict as it is then)
+        GenerationFigures, step=step, attempt=gens["attempt"][g], start_s=(gens["start_ns"][g] - task_start) / NS,
+        wall_s=gens["wall_s"][g], model=t["model"], method=t["method"], num_speculative_tokens=gens["k"][g],
+        input_tokens=gens["in_tokens"][g], output_tokens=gens["out"][g], prefill_s=gens["prefill_s"][g],
+        draft_s=gens["draft_s"][g], verify_s=gens["verify_s"][g], rounds=gens["rounds"][g], draft_tokens=gens["drafted"][g],
+        accepted_tokens=gens["accepted"][g], acceptance_rate=gens["acceptance_rate"][g],
+        mean_acceptance_length=gens["mean_acceptance_length"][g], tokens_per_s=gens["tokens_per_s"][g],
+        decode_s_per_token=gens["decode_per_token"][g], fallback=gens["fallback"][g], fallback_reason=t["fallback_reason"],
+        constrain_engine=t["constrain_engine"], constrain_s=gens["constrain_s"][g], drafts_cut=gens["drafts_cut"][g],
+        constrain_fallback=t["constrain_fallback"], batch_size=gens["batch"][g], spec_policy=t["spec_policy"],
+        roofline=[RooflinePhase(*_tuple(x)) for x in gens["rf"][g]],
+        roofline_peaks=None if flop_s is None else (flop_s, gens["peak_bytes_s"][g], peaks_device(a)))
+
+
+def _spec_code(gens: dict[str, list], g: int, tree: _Kids, step: int, task_start: int) -> tuple[GenerationFigures, AcceptanceStats]:
+    """A generation the values do not state (generations_sql's `whole`), by spec.py itself, given
+    the attributes it reads and its prefill children's time."""
+    gen = _span(gens["start_ns"][g], gens["end_ns"][g], {k: typed(v) for k, v in gens["attrs"][g]})
+    tree.kids_of = {id(gen): [_span(0, gens["prefill_ns"][g], _PREFILL)] if gens["has_prefills"][g] else []}
+    figs = generation_figures(tree, gen, step, gens["attempt"][g], task_start)
+    return figs, _acceptance(gens, g) if gens["r_n"][g] else acceptance_stats(tree, gen, [])
 
 
 def _span(start_ns: int, end_ns: int, attributes: dict) -> SpanRecord:
@@ -164,11 +221,13 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
             index = steps["idx"][r]
             generations = []
             for g in gens_of.get(step, ()):
-                gen = _span(gens["start_ns"][g], gens["end_ns"][g], {k: typed(v) for k, v in gens["attrs"][g]})
-                tree.kids_of = {id(gen): [_span(0, d, _PREFILL) for d in gens["prefills"][g]]}
-                figs = generation_figures(tree, gen, index, gens["attempt"][g], start)
+                if gens["whole"][g]:
+                    figs, stats = _spec_code(gens, g, tree, index, start)
+                else:
+                    figs = _generation(gens, g, index, start)
+                    stats = _acceptance(gens, g) if gens["r_n"][g] else _ratio(gens, g)
                 generations.append(figs)
-                acceptance.append((figs.method, _acceptance(gens, g, tree, gen)))
+                acceptance.append((figs.method, stats))
             generations.sort(key=lambda f: f.start_s)  # the rows come in the walk's order (figures._scan_step)
             b = segs.get((1, step), _NONE)
             retry = segs.get((2, step), _NONE)
@@ -179,7 +238,7 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
             if first_correct is not None:
                 correct.append(first_correct)
             marks = marks or bool(steps["marks"][r])
-            step_figs.append(lean(StepFigures.model_construct(
+            step_figs.append(built(StepFigures,
                 index=index, outcome=steps["outcome"][r], attempts=steps["attempts"][r],
                 start_s=(s_start - start) / NS, wall_s=max(0, s_end - s_start) / NS,
                 ttvtc_s=(first - s_start) / NS if first is not None else None,
@@ -187,7 +246,7 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
                 overlap_s=sum(b.overlap_ns) / NS, overlap_segments=b.overlap_segments(),
                 time_to_correct_action_s=(first_correct - s_start) / NS if first_correct is not None else None,
                 generations=generations, inferred=bool(steps["inferred"][r]),
-            )))
+            ))
         b = segs.get((0, task), _NONE)
         # a task without sub-agents or compactions: the stages of its own breakdown, keyed by the
         # object stage_times is given as the root
@@ -195,7 +254,7 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
         wall = (end - start) / NS
         outcome = tasks["outcome"][row]
         segments = b.segments()
-        figures = lean(TaskFigures.model_construct(
+        figures = built(TaskFigures,
             trace_id=tasks["trace_id"][row], task_id=tasks["task_id"][row], agent=tasks["agent"][row],
             run_label=tasks["run_label"][row] or None, run_id=tasks["run_id"][row] or None, outcome=outcome,
             wall_s=wall,
@@ -212,7 +271,7 @@ def analyses(tasks: dict[str, list], steps: dict[str, list], attempts: dict[str,
                                       outcome_known=outcome != "unknown", partial=False),
             stages=run.stages, sub_agents=run.sub_agents, compactions=run.compactions,
             reprefill_tokens=run.reprefill_tokens, reprefill_s=run.reprefill_s,
-        ))
+        )
         out.append(TaskAnalysis(figures, acceptance))
     return out
 

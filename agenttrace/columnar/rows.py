@@ -11,6 +11,7 @@ spans), as queries over the tables `tree.py` made. The rules are `report/figures
 from __future__ import annotations
 
 from agenttrace import semconv as sc
+from agenttrace.columnar import generations_sql as gs
 from agenttrace.columnar.tree import dfs_key, is_true, narrow, num, text
 from agenttrace.report.model import SEGMENT_FIELDS
 from agenttrace.report.spec import GENERATION_KEYS
@@ -149,57 +150,26 @@ FROM spans AS s WHERE s.i IN (SELECT DISTINCT task FROM {p}t)
 ORDER BY s.start_ns, s.i"""
 
 
-def _positions(ups: str) -> str:
-    """RoundStats._bump's lists: position i counts the rounds whose `ups` exceed i."""
-    return f"arrayMap(i -> toFloat64(arrayCount(u -> u > i, {ups})), range(toUInt64(greatest(0, arrayMax({ups})))))"
-
-
-def _round_columns(m: str = "s.attrs") -> str:
-    """What a generation's rounds tell the what-if (report/spec.py's acceptance_stats and
-    _round_stats, stated once more): sums over all rounds, then the cost model's view of the rounds
-    that drafted (chain: a tree's depth, else its draft; the k asked: the round's, else the
-    generation's). Float sums are folds in round order, as Python adds them; lists and maps keep
-    first-appearance order (the what-if's line fit adds widths in that order)."""
-    k = f"toInt64({num(sc.SPEC_NUM_SPECULATIVE_TOKENS, m)})"
-    return f"""arrayFilter(r -> r.1 > 0, s.rounds) AS dr, arrayMap(r -> if(r.6 != 0, r.6, r.1), dr) AS chain,
-       arrayMap(r -> if(r.5 != 0, r.5, {k}), dr) AS asked, arrayMap((a, c) -> greatest(a, c), asked, chain) AS kk,
-       arrayMap(r -> r.2, dr) AS acc, arrayDistinct(asked) AS asked_ks,
-       arrayMap(x -> arrayCount(y -> y = x, asked), asked_ks) AS asked_n,
-       length(s.rounds) AS r_n, arraySum(r -> r.2, s.rounds) AS r_accepted, arraySum(r -> r.1, s.rounds) AS r_drafted,
-       arrayCount(r -> r.1 > 0 AND r.2 < if(r.6 != 0, r.6, r.1), s.rounds) AS r_rejections,
-       length(dr) AS c_rounds, arraySum(chain) AS c_drafted, arraySum(acc) AS c_accepted,
-       arrayFold((x, r) -> x + r.3, dr, toFloat64(0)) AS c_draft_s, arrayCount((a, c) -> a < c, acc, chain) AS c_rejections,
-       greatest(0, {_int(sc.GEN_AI_USAGE_OUTPUT_TOKENS, m)} - (1 + c_rounds + c_accepted)) AS c_no_draft,
-       if(empty(asked_ks), greatest({k}, 1), asked_ks[indexOf(asked_n, arrayMax(asked_n))]) AS c_common_k,
-       arrayDistinct(kk) AS c_asked_k, arrayMap(x -> toFloat64(arrayCount(y -> y = x, kk)), c_asked_k) AS c_asked_n,
-       {_positions("arrayMap((a, c) -> least(a, c + 1), kk, chain)")} AS c_offered, {_positions("chain")} AS c_proposed,
-       {_positions("arrayMap((c, a) -> least(c, a + 1), chain, acc)")} AS c_judged, {_positions("acc")} AS c_passed,
-       arrayDistinct(arrayMap(c -> c + 1, chain)) AS c_widths,
-       arrayMap(n -> toFloat64(arrayCount(c -> c + 1 = n, chain)), c_widths) AS c_width_n,
-       arrayMap(n -> arrayFold((x, c, r) -> if(c + 1 = n, x + r.4, x), chain, dr, toFloat64(0)), c_widths) AS c_width_s"""
-
-
 def generation_rows(p: str = "x_") -> str:
-    """A row per generation a step made (not one inside another generation): the attributes its
-    figures read (spec.GENERATION_KEYS), its prefill children's durations, what its rounds tell the
-    what-if (_round_columns); with the step's index and its innermost attempt's (a sub-agent's
-    own inside the step's, as figures._scan_step meets them). A step's rows in the per-span
-    walk's order, the order its generations tell the what-if (tree.dfs_key)."""
-    return f"""WITH prefills AS (
-  SELECT pi, groupArray(greatest(0, end_ns - start_ns)) AS durations FROM {p}s
-  WHERE segment = '{sc.Segment.PREFILL}' AND pi IS NOT NULL GROUP BY pi
+    """A row per generation a step made (not one inside another generation): its values
+    (generations_sql.values), the attributes read as text (generations_sql.TEXT_KEYS; every one
+    spec.py reads where the values do not state the generation: `whole`), the step's index and
+    its innermost attempt's (a sub-agent's own inside the step's, as figures._scan_step meets
+    them). A step's rows in the per-span walk's order, the order its generations tell the what-if
+    (tree.dfs_key)."""
+    texts = ", ".join(f"'{k}'" for k in gs.TEXT_KEYS)
+    return f"""WITH prefills AS ({gs.prefills(p)}
 ), g AS (
   SELECT t.task AS task, t.step AS step, {_int(sc.ATTEMPT_INDEX, 'a.attrs')} AS attempt, s.start_ns AS start_ns,
-         s.end_ns AS end_ns, s.i AS gi, s.attrs AS attrs, {dfs_key()} AS walk,
-         ifNull(prefills.durations, []) AS prefills,
-         {_round_columns()}
+         s.end_ns AS end_ns, s.attrs AS all_attrs, {dfs_key()} AS walk, ifNull(prefills.ns, 0) AS prefill_ns,
+         ifNull(prefills.any, false) AS has_prefills, {gs.values()}
   FROM {p}t AS t JOIN {narrow(GENERATION_KEYS, (sc.Segment.GENERATION,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
   LEFT JOIN {narrow((sc.ATTEMPT_INDEX,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = t.ia
   LEFT JOIN prefills ON prefills.pi = t.i LEFT JOIN {p}dk AS dk ON dk.i = t.i
   WHERE t.step IS NOT NULL AND NOT t.in_gen AND s.segment = '{sc.Segment.GENERATION}'
 )
-SELECT * EXCEPT (gi, walk, dr, chain, asked, kk, acc, asked_ks, asked_n) FROM g
-ORDER BY task, step, walk
+SELECT * EXCEPT (walk, all_attrs, {", ".join(gs.STEPS)}), mapFilter((k, v) -> whole OR k IN ({texts}), all_attrs) AS attrs
+FROM g ORDER BY task, step, walk
 SETTINGS join_use_nulls = 0"""
 
 

@@ -17,9 +17,11 @@ spec.py), stated as columns; the folds keep their bits:
 from __future__ import annotations
 
 from agenttrace import semconv as sc
+from agenttrace.columnar import generations_sql as gs
 from agenttrace.columnar import rows, runs_sql
+from agenttrace.columnar.generations_sql import truthy
 from agenttrace.columnar.rows import ZEROS, running_sum
-from agenttrace.columnar.tree import dfs_key, narrow, num, text
+from agenttrace.columnar.tree import dfs_key, narrow, text
 from agenttrace.report.model import SEGMENT_FIELDS, STAGE_FIELDS
 from agenttrace.report.spec import GENERATION_KEYS
 from agenttrace.report.stats import PERCENTILES
@@ -40,14 +42,6 @@ def _seconds(arr: str) -> str:
     return f"arrayMap(x -> x / 1e9, {arr})"
 
 
-def _truthy(key: str, m: str = "attrs") -> str:
-    """Python's bool() of the attribute's value (absent: False); arrays are sent to the rows path
-    (`checks`)."""
-    v, rest = f"{m}['{key}']", f"substring({m}['{key}'], 2)"
-    return (f"multiIf({v} = '', false, startsWith({v}, 's'), {rest} != '', startsWith({v}, 'b'), {rest} = '1', "
-            f"toFloat64OrZero({rest}) != 0)")
-
-
 # What a generation adds to the what-if (report/whatif.py's Decoding and spec.AcceptanceStats, as
 # columnar/assemble.py's _acceptance makes them from the round columns).
 _WHATIF_VALUES = """decode_per_token IS NOT NULL AND decode_per_token != 0 AS dec, ifNull(decode_per_token, toFloat64(0)) * out AS d,
@@ -66,56 +60,14 @@ _WHATIF_VALUES = """decode_per_token IS NOT NULL AND decode_per_token != 0 AS de
                              c_asked_n[i]), a_asked_k, arrayEnumerate(a_asked_k)) AS a_asked_n"""
 
 
-_ROOF_KEYS = (sc.ROOFLINE_PHASE, sc.ROOFLINE_PASSES, sc.ROOFLINE_ROWS, sc.ROOFLINE_FLOPS, sc.ROOFLINE_BYTES,
-              sc.ROOFLINE_SECONDS)
-
-
-def _elements(key: str, m: str = "s.attrs") -> str:
-    """An array attribute's elements as raw JSON: OTLP/JSON's AnyValue objects from a file, plain
-    values from the exporter's table; [] when absent or not an array."""
-    t = f"substring({m}['{key}'], 2)"
-    return (f"if(startsWith({m}['{key}'], 'a'), if(startsWith({t}, '{{'), JSONExtractArrayRaw({t}, 'values'), "
-            f"JSONExtractArrayRaw({t})), CAST([], 'Array(String)'))")
-
-
-def _element(e: str, kind: str) -> str:
-    """One element as `kind` (s text, i integer, f float: an integer or a double), NULL when it
-    is another kind (the rows path then reads the generation: `checks`)."""
-    raw_int = f"trim(BOTH '\"' FROM JSONExtractRaw({e}, 'intValue'))"
-    if kind == "s":
-        return f"if(startsWith({e}, '{{'), if(JSONHas({e}, 'stringValue'), JSONExtractString({e}, 'stringValue'), NULL), " \
-               f"if(JSONType({e}) = 'String', JSONExtractString({e}), NULL))"
-    if kind == "i":
-        return f"if(startsWith({e}, '{{'), if(JSONHas({e}, 'intValue'), toInt64OrNull({raw_int}), NULL), toInt64OrNull({e}))"
-    return (f"if(startsWith({e}, '{{'), multiIf(JSONHas({e}, 'intValue'), toFloat64(toInt64OrNull({raw_int})), "
-            f"JSONHas({e}, 'doubleValue'), JSONExtract({e}, 'doubleValue', 'Nullable(Float64)'), NULL), "
-            f"if(JSONType({e}) IN ('Int64', 'UInt64', 'Double'), JSONExtract({e}, 'Nullable(Float64)'), NULL))")
-
-
-def _roofline_values() -> str:
-    """spec.py's _roofline and _peaks, batch size and policy: `rf` the phases (empty where the
-    six arrays are not all there at one length), `rf_odd` whether an element is of a kind read
-    otherwise, `peaks` (NULL where none), `batch`, `policy`."""
-    cols = [f"arrayMap(e -> {_element('e', k)}, {_elements(key)})" for key, k in zip(_ROOF_KEYS, "siifff", strict=True)]
-    names = ("rf_p", "rf_n", "rf_r", "rf_f", "rf_b", "rf_t")
-    made = ", ".join(f"{c} AS {n}" for c, n in zip(cols, names, strict=True))
-    whole = " AND ".join(f"startsWith(s.attrs['{k}'], 'a')" for k in _ROOF_KEYS)
-    same = " AND ".join(f"length({n}) = length(rf_p)" for n in names[1:])
-    peak_f, peak_b = (f"s.attrs['{k}']" for k in (sc.ROOFLINE_PEAK_FLOP_S, sc.ROOFLINE_PEAK_BYTES_S))
-    numeric = lambda v: f"substring({v}, 1, 1) IN ('i', 'd', 'b')"
-    return f"""{made}, {whole} AND {same} AS rf_ok,
-       rf_ok AND ({" OR ".join(f"arrayExists(x -> x IS NULL, {n})" for n in names)}) AS rf_odd,
-       if(rf_ok AND NOT rf_odd, arrayMap((p, n, r, f, b, t) -> (assumeNotNull(p), assumeNotNull(n), assumeNotNull(r),
-           assumeNotNull(f), assumeNotNull(b), assumeNotNull(t)), rf_p, rf_n, rf_r, rf_f, rf_b, rf_t), []) AS rf,
-       if({numeric(peak_f)} AND {numeric(peak_b)} AND {num(sc.ROOFLINE_PEAK_BYTES_S, 's.attrs')} > 0,
-          ({num(sc.ROOFLINE_PEAK_FLOP_S, 's.attrs')}, {num(sc.ROOFLINE_PEAK_BYTES_S, 's.attrs')},
-           {text(sc.ROOFLINE_DEVICE, 's.attrs')}), NULL) AS peaks,
-       if({numeric(f"s.attrs['{sc.BATCH_SIZE}']")}, {num(sc.BATCH_SIZE, 's.attrs')}, NULL) AS batch,
+# The text values the summary reads (the rows read them in Python: generations_sql.TEXT_KEYS);
+# `checks` sends a generation whose text is of another type to the rows.
+_TEXTS = f"""multiIf({truthy(sc.GEN_AI_REQUEST_MODEL, 's.attrs')}, {text(sc.GEN_AI_REQUEST_MODEL, 's.attrs')},
+               mapContains(s.attrs, '{sc.GEN_AI_RESPONSE_MODEL}'), {text(sc.GEN_AI_RESPONSE_MODEL, 's.attrs')}, NULL) AS model,
+       if(method != 'none', acceptance_rate, NULL) AS acceptance,
+       if(peak_flop_s IS NULL, NULL, (assumeNotNull(peak_flop_s), assumeNotNull(peak_bytes_s),
+          {text(sc.ROOFLINE_DEVICE, 's.attrs')})) AS peaks,
        if(mapContains(s.attrs, '{sc.SPEC_POLICY}'), {text(sc.SPEC_POLICY, 's.attrs')}, NULL) AS policy"""
-
-
-# Columns of `{p}gv` only its other columns are made of (per round, per roofline phase): not kept.
-_GV_STEPS = "prefill0, dr, chain, asked, kk, acc, asked_ks, asked_n, rf_p, rf_n, rf_r, rf_f, rf_b, rf_t"
 
 
 def statements(p: str = "x_") -> list[str]:
@@ -176,34 +128,12 @@ LEFT JOIN {p}dl AS dl ON dl.task = tr.task LEFT JOIN {p}cp AS cp ON cp.task = tr
 LEFT JOIN cc ON cc.task = tr.task
 SETTINGS join_use_nulls = 1""",  # (an array is never NULL: a task with no row there has [] instead: `empty`)
         f"""CREATE TEMPORARY TABLE {p}gv {_M} AS
-SELECT * EXCEPT ({_GV_STEPS}) FROM (
-WITH prefills AS (
-  SELECT pi, arraySum(groupArray(greatest(0, end_ns - start_ns))) AS ns, true AS any FROM {p}s
-  WHERE segment = '{sc.Segment.PREFILL}' AND pi IS NOT NULL GROUP BY pi
-)
+SELECT * EXCEPT ({", ".join(gs.STEPS)}) FROM (
+WITH prefills AS ({gs.prefills(p)})
 SELECT (sr.o, sr.start_ns, sr.step, s.start_ns, s.i) AS key, (sr.o, sr.start_ns, sr.step, {dfs_key()}) AS wkey,
-       sr.label AS label,
-       greatest(0, s.end_ns - s.start_ns) / 1e9 AS wall_s, {num(sc.SPEC_PREFILL_S, 's.attrs')} AS prefill0,
-       if(prefill0 != 0, prefill0, ifNull(prefills.ns, 0) / 1e9) AS prefill_s,
-       mapContains(s.attrs, '{sc.SPEC_PREFILL_S}') OR ifNull(prefills.any, false) AS knows_prefill,
-       toInt64({num(sc.GEN_AI_USAGE_OUTPUT_TOKENS, 's.attrs')}) AS out,
-       toInt64({num(sc.SPEC_ROUNDS, 's.attrs')}) AS rounds, toInt64({num(sc.SPEC_DRAFT_TOKENS, 's.attrs')}) AS drafted,
-       toInt64({num(sc.SPEC_ACCEPTED_TOKENS, 's.attrs')}) AS accepted,
-       toInt64({num(sc.SPEC_NUM_SPECULATIVE_TOKENS, 's.attrs')}) AS k,
-       if({_truthy(sc.SPEC_METHOD, 's.attrs')}, {text(sc.SPEC_METHOD, 's.attrs')}, 'none') AS method,
-       {_truthy(sc.SPEC_FALLBACK, 's.attrs')} AS fallback,
-       mapContains(s.attrs, '{sc.CONSTRAIN_ENGINE}') AS constrained,
-       constrained AND mapContains(s.attrs, '{sc.CONSTRAIN_FALLBACK}') AS constrain_fallback,
-       toInt64({num(sc.CONSTRAIN_DRAFTS_CUT, 's.attrs')}) AS drafts_cut,
-       {num(sc.SPEC_DRAFT_S, 's.attrs')} AS draft_s, {num(sc.SPEC_VERIFY_S, 's.attrs')} AS verify_s,
-       if(wall_s > 0, out / wall_s, NULL) AS tokens_per_s,
-       if(out != 0 AND knows_prefill, greatest(toFloat64(0), wall_s - prefill_s) / out, NULL) AS decode_per_token,
-       if(method != 'none' AND drafted != 0, accepted / drafted, NULL) AS acceptance,
-       multiIf({_truthy(sc.GEN_AI_REQUEST_MODEL, 's.attrs')}, {text(sc.GEN_AI_REQUEST_MODEL, 's.attrs')},
-               mapContains(s.attrs, '{sc.GEN_AI_RESPONSE_MODEL}'), {text(sc.GEN_AI_RESPONSE_MODEL, 's.attrs')}, NULL) AS model,
-       {_WHATIF_VALUES},
-       {_roofline_values()},
-       {rows._round_columns()}
+       sr.label AS label, {gs.values()},
+       {_TEXTS},
+       {_WHATIF_VALUES}
 FROM (SELECT i, step FROM {p}t WHERE step IS NOT NULL AND NOT in_gen AND segment = '{gen}') AS t
 JOIN {narrow(GENERATION_KEYS, (gen,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
 JOIN (SELECT o, start_ns, step, label FROM {p}sr) AS sr ON sr.step = t.step

@@ -213,14 +213,12 @@ def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int,
     rounds = int(_num(a, sc.SPEC_ROUNDS))
     drafted = int(_num(a, sc.SPEC_DRAFT_TOKENS))
     accepted = int(_num(a, sc.SPEC_ACCEPTED_TOKENS))
-    reason = a.get(sc.SPEC_FALLBACK_REASON)
     return lean(GenerationFigures(
         step=step,
         attempt=attempt,
         start_s=(gen.start_ns - task_start) / NS,
         wall_s=wall,
-        model=_model(gen.attributes) or _model(a),
-        method=str(a.get(sc.SPEC_METHOD) or "none"),
+        **text_figures(a, _model(gen.attributes)),
         num_speculative_tokens=int(_num(a, sc.SPEC_NUM_SPECULATIVE_TOKENS)),
         input_tokens=int(_num(a, sc.GEN_AI_USAGE_INPUT_TOKENS)),
         output_tokens=out_tokens,
@@ -235,16 +233,28 @@ def generation_figures(tree: SpanTree, gen: SpanRecord, step: int, attempt: int,
         tokens_per_s=out_tokens / wall if wall > 0 else None,
         decode_s_per_token=max(0.0, wall - prefill) / out_tokens if out_tokens and knows_prefill else None,
         fallback=bool(a.get(sc.SPEC_FALLBACK)),
-        fallback_reason=str(reason) if reason is not None else None,
-        constrain_engine=str(a[sc.CONSTRAIN_ENGINE]) if sc.CONSTRAIN_ENGINE in a else None,
         constrain_s=_num(a, sc.CONSTRAIN_MASK_S) + _num(a, sc.CONSTRAIN_COMPILE_S),
         drafts_cut=int(_num(a, sc.CONSTRAIN_DRAFTS_CUT)),
-        constrain_fallback=str(a[sc.CONSTRAIN_FALLBACK]) if sc.CONSTRAIN_FALLBACK in a else None,
         batch_size=float(a[sc.BATCH_SIZE]) if isinstance(a.get(sc.BATCH_SIZE), (int, float)) else None,
-        spec_policy=str(a[sc.SPEC_POLICY]) if sc.SPEC_POLICY in a else None,
         roofline=_roofline(a),
         roofline_peaks=_peaks(a),
     ))
+
+
+def text_figures(a: dict, model: str | None = None) -> dict[str, str | None]:
+    """A generation's figures that are its attributes as text (`model`: the caller's own span's,
+    which comes before the attributes' where the server's are merged in)."""
+    reason = a.get(sc.SPEC_FALLBACK_REASON)
+    return {"model": model or _model(a), "method": str(a.get(sc.SPEC_METHOD) or "none"),
+            "fallback_reason": str(reason) if reason is not None else None,
+            "constrain_engine": str(a[sc.CONSTRAIN_ENGINE]) if sc.CONSTRAIN_ENGINE in a else None,
+            "constrain_fallback": str(a[sc.CONSTRAIN_FALLBACK]) if sc.CONSTRAIN_FALLBACK in a else None,
+            "spec_policy": str(a[sc.SPEC_POLICY]) if sc.SPEC_POLICY in a else None}
+
+
+def peaks_device(a: dict) -> str:
+    """The device the roofline's peaks were measured on, as _peaks names it."""
+    return str(a.get(sc.ROOFLINE_DEVICE, ""))
 
 
 def _roofline(a: dict) -> list[RooflinePhase]:
@@ -265,7 +275,7 @@ def _roofline(a: dict) -> list[RooflinePhase]:
 def _peaks(a: dict) -> tuple[float, float, str] | None:
     flop_s, bytes_s = a.get(sc.ROOFLINE_PEAK_FLOP_S), a.get(sc.ROOFLINE_PEAK_BYTES_S)
     if isinstance(flop_s, (int, float)) and isinstance(bytes_s, (int, float)) and bytes_s > 0:
-        return float(flop_s), float(bytes_s), str(a.get(sc.ROOFLINE_DEVICE, ""))
+        return float(flop_s), float(bytes_s), peaks_device(a)
     return None
 
 
