@@ -165,10 +165,15 @@ _LINE_ODD = (
 )
 
 
-# A line is one export request (hundreds of spans from our exporter): the parser holds a block of
-# lines, nested, before ARRAY JOIN explodes it. The default block (65k lines: a whole file) held
-# 2.9 GB at 1M spans; 8 lines held 0.66 GB and parsed faster (7.7 s against 9.5 s, this machine).
-LINES_PER_BLOCK = 8
+# A line is one export request (up to 512 spans from our exporter, ~0.4 MB; a few spans from a
+# writer flushing often): the parser holds a block of lines, nested, before ARRAY JOIN explodes
+# it, so a block is bounded by its bytes. The default block (65k lines: a whole file) held 2.9 GB
+# at 1M spans. Each block costs the statement's expressions a fixed ~14 ms, so a bound in lines
+# (8, before) made small lines slow: the long-horizon demo's 68,000 spans in 7,000 lines of ~20 KB
+# loaded in 12.1 s, 0.72 s with this bound; 500k synthetic spans in 2.9 s, now 1.95 s, peaking at
+# 850 MB against 922 MB (this machine, measured).
+BLOCK_BYTES = 2 << 20
+_BLOCK = f"max_block_size = 65536, input_format_max_block_size_bytes = {BLOCK_BYTES}"
 
 
 def line_check(path_sql: str) -> str:
@@ -182,7 +187,7 @@ def line_check(path_sql: str) -> str:
     odd = "|".join(_LINE_ODD)
     return (f"SELECT count() FROM file({path_sql}, 'LineAsString') WHERE trimBoth(line) != '' AND ("
             f"NOT isValidUTF8(line) OR position(line, '\"resourceSpans\"') = 0 OR match(line, '{odd}')) "
-            f"SETTINGS max_block_size = {LINES_PER_BLOCK}")
+            f"SETTINGS {_BLOCK}")
 
 
 # A span's input order: its line's number in the file times this, plus its place in the line.
@@ -217,7 +222,7 @@ ARRAY JOIN rs.scopeSpans AS ss, arrayEnumerate(rs.scopeSpans) AS sn
 ARRAY JOIN ss.spans AS sp, arrayEnumerate(ss.spans) AS pn
 SETTINGS precise_float_parsing = 1, input_format_json_read_numbers_as_strings = 1,
          input_format_json_read_objects_as_strings = 1, input_format_parallel_parsing = 0,
-         max_block_size = {LINES_PER_BLOCK}"""
+         {_BLOCK}"""
 
 
 def _store_typed(column: str) -> str:
