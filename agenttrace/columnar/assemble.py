@@ -17,8 +17,9 @@ from typing import Any
 from agenttrace import semconv as sc
 from agenttrace.core.costmodel import RoundStats
 from agenttrace.core.roofline import RooflinePhase
+from agenttrace.report.built import built
 from agenttrace.report.figures import TaskAnalysis, not_inferred
-from agenttrace.report.model import STAGE_FIELDS, GenerationFigures, StageTimes, StepFigures, TaskFigures, built, lean
+from agenttrace.report.model import STAGE_FIELDS, GenerationFigures, StageTimes, StepFigures, TaskFigures, lean
 from agenttrace.report.segments import Breakdown, sum_segments
 from agenttrace.report.spec import (
     ESTIMATOR_RATIO,

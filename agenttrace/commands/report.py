@@ -35,10 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "(chdb), for --clickhouse in the store itself (only figures come back), where the input is "
                              "one it covers (agenttrace/columnar/coverage.py; else it says why and the per-span path "
                              "reports it); python the per-span path; auto (default) columnar where chdb is installed "
-                             "for a ClickHouse store and for a summary of files (--sample, --summary-only) that fits in "
-                             "memory (where it "
-                             "measured faster), quietly falling back where it does not cover the input, and python "
-                             "for other reports of files")
+                             "for a ClickHouse store, for a summary of files (--sample, --summary-only) that fits in "
+                             "memory, and for a report of files of 100 MB and more holding our own spans that fits in "
+                             "memory (where it measured faster), quietly falling back where it does not cover the "
+                             "input, and python for other reports of files")
     report.add_argument("--json-schema", action="store_true", help="print the JSON schema of --format json and exit")
     add_input_options(report)
     add_store_options(report)
@@ -134,15 +134,26 @@ SUMMARY_KEPT_PER_BYTE = 0.5
 SUMMARY_MIN_BYTES = 20_000_000
 
 
+# A full report of files on the engine (BENCHMARKS.md, issue 32's twelfth part): as fast as the
+# per-span path at 38 MB, 0.84x its time at 77 MB, 0.55x at 770 MB (1M spans: 22 s against 40 s);
+# its peak is chdb's ~0.45 GB plus about 2x the files' bytes (1.96 GB there, the per-span 1.07 GB).
+# Traces of other instrumentations go to the per-span code in either engine: a third of the spans
+# theirs, the two took the same time, so the engine is chosen where the files hold ours.
+REPORT_MIN_BYTES = 100_000_000
+REPORT_BASE_BYTES = 450_000_000
+REPORT_PEAK_PER_BYTE = 2.0
+_HEAD_BYTES = 65_536  # of each file, read for our spans' mark
+
+
 def _use_columnar(engine: str, *, store=None, files: list[str] | None = None, summary: bool = False) -> bool:
     """Whether the columnar engine runs first: when asked, or (auto, where chdb is installed) for a
     store (a ClickHouseQuery) unless a page or byte budget was set (those bound the per-span read of
-    spans, which the columnar engine does not make), and for a summary of files (`--sample`, or
+    spans, which the columnar engine does not make); for a summary of files (`--sample`, or
     `--summary-only` where no task row is shown) whose peak in the engine fits in half the memory
-    available. Other reports of files stay on the per-span path under auto: there the engine
-    measured as fast at 23-771 MB, never clearly faster, with 3-4x the memory; its summary measured
-    4.6x faster than the per-span one at 1M spans (BENCHMARKS.md, issue 32's fourth and fifth
-    parts)."""
+    available (4.6x faster than the per-span summary at 1M spans: issue 32's fourth and fifth
+    parts); and for a full report of files of 100 MB and more that hold our own spans, where its
+    peak fits in half the memory available (`_report_fits`). Smaller files stay on the per-span
+    path, where chdb's start costs more than the engine saves."""
     if engine != "auto":
         return engine == "columnar"
     import importlib.util
@@ -150,12 +161,30 @@ def _use_columnar(engine: str, *, store=None, files: list[str] | None = None, su
     if importlib.util.find_spec("chdb") is None:
         return False
     if store is None:
-        return bool(files and summary) and _summary_fits(files)
+        return bool(files) and (_summary_fits(files) if summary else _report_fits(files))
     from agenttrace.traces.bounded_http import ReadLimits
 
     default, asked = ReadLimits(), store.limits
     return (asked.max_bytes, asked.max_requests, asked.max_answer_bytes) == (
         default.max_bytes, default.max_requests, default.max_answer_bytes)
+
+
+def _report_fits(files: list[str]) -> bool:
+    """Whether a full report of `files` is worth the engine: 100 MB and more, most of the bytes in
+    files that begin with our spans (`agenttrace.segment` in their first 64 KB), and its estimated
+    peak within half the memory available."""
+    from agenttrace.traces.load import iter_trace_files
+
+    found = list(iter_trace_files(files))
+    sizes = [f.stat().st_size for f in found]
+    total = sum(sizes)
+    if total < REPORT_MIN_BYTES or REPORT_BASE_BYTES + REPORT_PEAK_PER_BYTE * total > _available_bytes() / 2:
+        return False
+    ours = 0
+    for path, size in zip(found, sizes, strict=True):
+        with open(path, "rb") as f:
+            ours += size if b'"agenttrace.segment"' in f.read(_HEAD_BYTES) else 0
+    return 2 * ours > total
 
 
 def _summary_fits(files: list[str]) -> bool:

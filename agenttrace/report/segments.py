@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
-from agenttrace.report.model import SEGMENT_FIELDS, SegmentTimes, built, lean
+from agenttrace.report.model import SEGMENT_FIELDS, SegmentTimes, lean
 from agenttrace.report.span_tree import SpanTree, sanitized_kids
 from agenttrace.traces.span_records import SpanRecord
 
@@ -71,10 +71,10 @@ _ZERO = lean(SegmentTimes())
 
 
 def _seconds(ns: list[int]) -> SegmentTimes:
-    # a zero field holds the one 0.0 object, as the default would
+    # zero fields are left out: they keep the shared default 0.0 object
     if not any(ns):
         return _ZERO
-    return built(SegmentTimes, **{name: x / 1e9 if x else 0.0 for name, x in zip(SEGMENT_FIELDS, ns, strict=True)})
+    return lean(SegmentTimes(**{name: ns[i] / 1e9 for i, name in enumerate(SEGMENT_FIELDS) if ns[i]}))
 
 
 def _overlapping(kids: list[tuple[SpanRecord, int, int]]) -> bool:
