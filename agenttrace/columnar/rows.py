@@ -150,6 +150,10 @@ FROM spans AS s WHERE s.i IN (SELECT DISTINCT task FROM {p}t)
 ORDER BY s.start_ns, s.i"""
 
 
+# The values the records do not read (the summary's, or those others are made of): not sent back.
+_UNREAD = ("knows_prefill", "method", "constrained", "constrain_fallback", "rf_ok", "rf_odd")
+
+
 def generation_rows(p: str = "x_") -> str:
     """A row per generation a step made (not one inside another generation): its values
     (generations_sql.values), the attributes read as text (generations_sql.TEXT_KEYS; every one
@@ -168,7 +172,7 @@ def generation_rows(p: str = "x_") -> str:
   LEFT JOIN prefills ON prefills.pi = t.i LEFT JOIN {p}dk AS dk ON dk.i = t.i
   WHERE t.step IS NOT NULL AND NOT t.in_gen AND s.segment = '{sc.Segment.GENERATION}'
 )
-SELECT * EXCEPT (walk, all_attrs, {", ".join(gs.STEPS)}), mapFilter((k, v) -> whole OR k IN ({texts}), all_attrs) AS attrs
+SELECT * EXCEPT (walk, all_attrs, {", ".join(gs.STEPS)}, {", ".join(_UNREAD)}), mapFilter((k, v) -> whole OR k IN ({texts}), all_attrs) AS attrs
 FROM g ORDER BY task, step, walk
 SETTINGS join_use_nulls = 0"""
 
