@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agenttrace import semconv as sc
-from agenttrace.columnar import batches, coverage, load, mapped, per_trace, readings, rows, runs_sql, summary, tree
-from agenttrace.columnar.assemble import add_critical_paths, analyses, per_span_figures, pivot, task_runs
+from agenttrace.columnar import batches, coverage, load, mapped, per_trace, readings, records, rows, summary, tree
+from agenttrace.columnar.assemble import per_span_figures
 from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import PARTIAL_NOTE, SUMMARY_NOTE
 from agenttrace.report.inputs import InputFigures, input_figures
@@ -296,39 +296,33 @@ class Engine:
             if not rows_needed:
                 self._remake_tree()  # the value tables dropped the charge the rows read
         special, b7 = self.table(rows.task_spans(coverage.per_span_tasks()))
-        tasks, b1 = self.table(rows.task_rows())
-        steps, b2 = self.table(rows.step_rows())
-        attempts, b3 = self.table(rows.attempt_rows())
-        gens, b4 = self.table(rows.generation_rows())
-        segs, b5 = self.table(rows.segment_times())
-        path, b6 = self.table(rows.path_spans())
-        runs, b8 = self.table(runs_sql.task_runs()) if self.scalar(runs_sql.held()) else (None, 0)
-        # every row is out: the tree's tables go, and the spans unless routed traces' readings will
+        kept = records.keep(self)
+        # the rows are kept: the tree's tables go, and the spans unless routed traces' readings will
         # read them (Engine.inputs); their memory goes to the records made next
         self.drop([*tree.created(tree.statements()), *([] if pending is not None else ["spans"])])
         self.store.release_memory()
         given, worded = per_span_figures(special)
         if worded:
             return Outcome(None, f"tasks the per-span code words problems about ({worded[0]})")
-        made = analyses(tasks, steps, attempts, gens, pivot(segs), given, task_runs(runs) if runs else {})
-        add_critical_paths({t: a.figures for t, a in zip(tasks["task"], made, strict=True) if t not in given}, path)
+        made = records.records(self, kept, given)
+        self.drop(kept)
         routed = pending.result() if pending is not None else None
         if isinstance(routed, str):
             return Outcome(None, routed)
+        tasks = made.records
         if routed is not None:  # their tasks in the report's order (start, then input order), partial ones last
-            keyed = [*zip(zip(tasks["start_ns"], tasks["task"], strict=True), made, strict=True), *routed.tasks]
-            made = [a for _, a in sorted(keyed, key=lambda x: x[0])] + routed.partial
+            keyed = [*zip(made.keys, tasks, strict=True), *routed.tasks]
+            tasks = [a for _, a in sorted(keyed, key=lambda x: x[0])] + routed.partial
             problems = [*problems, *routed.problems, *([PARTIAL_NOTE.format(n=len(routed.partial))] if routed.partial else [])]
             inputs = self.inputs(routed)
         fold = ReportFold(sample, keep_tasks=sample is None)
-        for a in made:
+        for a in tasks:
             fold.add(a)
         if sample:
             problems = [*problems, SUMMARY_NOTE.format(tasks=fold.run.whole + fold.run.partial, n=sample)]
         report = fold.report(sources, problems)
         report.inputs = inputs
-        return _counted(Outcome(report, bytes_back=b1 + b2 + b3 + b4 + b5 + b6 + b7 + b8, per_span_tasks=len(given)),
-                        routed)
+        return _counted(Outcome(report, bytes_back=made.bytes_back + b7, per_span_tasks=len(given)), routed)
 
     @_collector_off
     def summarise(self, loaded: batches.Loaded, sources: list[str], *, noted: bool) -> Outcome:

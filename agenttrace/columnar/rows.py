@@ -48,20 +48,20 @@ def charges(p: str = "x_") -> str:
 
 
 def segment_times(p: str = "x_") -> str:
-    """(kind, owner, on_ns, off_ns): kind 0 the task, 1 a step, 2 the retry cost of a step (its
-    attempts whose outcome is not ok, their own segment times); on_ns the nanoseconds on the
-    owner's path, off_ns those beside it, each an array in SEGMENT_FIELDS' order. An owner gets a
+    """(kind, owner, on_ns, off_ns, task): kind 0 the task, 1 a step, 2 the retry cost of a step
+    (its attempts whose outcome is not ok, their own segment times); on_ns the nanoseconds on the
+    owner's path, off_ns those beside it, each an array in SEGMENT_FIELDS' order; the owner's task. An owner gets a
     row when a span of it has time (`nz`). Summed as arrays, a row per span: a row per span and
     segment grouped twice took twice as long (0.47 against 0.25 s at 1M spans)."""
     spans = charges(p)
     ok = sc.AttemptOutcome.OK.value
-    return f"""SELECT 0 AS kind, task AS owner, {sums('off_d = 0')} AS on_ns, {sums('NOT (off_d = 0)')} AS off_ns
+    return f"""SELECT 0 AS kind, task AS owner, {sums('off_d = 0')} AS on_ns, {sums('NOT (off_d = 0)')} AS off_ns, task
 FROM {spans} GROUP BY task HAVING countIf(nz) > 0
 UNION ALL
-SELECT 1, assumeNotNull(step), {sums('off_d <= step_d')}, {sums('NOT (off_d <= step_d)')}
+SELECT 1, assumeNotNull(step), {sums('off_d <= step_d')}, {sums('NOT (off_d <= step_d)')}, any(task)
 FROM {spans} WHERE step IS NOT NULL GROUP BY step HAVING countIf(nz) > 0
 UNION ALL
-SELECT 2, assumeNotNull(c.step), {sums('c.nz', 'c.v')}, {ZEROS}
+SELECT 2, assumeNotNull(c.step), {sums('c.nz', 'c.v')}, {ZEROS}, any(c.task)
 FROM {spans} AS c JOIN {narrow((sc.ATTEMPT_OUTCOME,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = c.att
 WHERE c.att IS NOT NULL AND c.off_d <= c.att_d
   AND if(a.attrs['{sc.ATTEMPT_OUTCOME}'] = '', '{ok}', {text(sc.ATTEMPT_OUTCOME, 'a.attrs')}) != '{ok}'
@@ -159,8 +159,8 @@ def generation_rows(p: str = "x_") -> str:
     (generations_sql.values), the attributes read as text (generations_sql.TEXT_KEYS; every one
     spec.py reads where the values do not state the generation: `whole`), the step's index and
     its innermost attempt's (a sub-agent's own inside the step's, as figures._scan_step meets
-    them). A step's rows in the per-span walk's order, the order its generations tell the what-if
-    (tree.dfs_key)."""
+    them); `walk` orders a step's rows as the per-span walk meets them, the order its generations
+    tell the what-if (tree.dfs_key: records.py sorts by task, step, walk)."""
     texts = ", ".join(f"'{k}'" for k in gs.TEXT_KEYS)
     return f"""WITH prefills AS ({gs.prefills(p)}
 ), g AS (
@@ -172,8 +172,8 @@ def generation_rows(p: str = "x_") -> str:
   LEFT JOIN prefills ON prefills.pi = t.i LEFT JOIN {p}dk AS dk ON dk.i = t.i
   WHERE t.step IS NOT NULL AND NOT t.in_gen AND s.segment = '{sc.Segment.GENERATION}'
 )
-SELECT * EXCEPT (walk, all_attrs, {", ".join(gs.STEPS)}, {", ".join(_UNREAD)}), mapFilter((k, v) -> whole OR k IN ({texts}), all_attrs) AS attrs
-FROM g ORDER BY task, step, walk
+SELECT * EXCEPT (all_attrs, {", ".join(gs.STEPS)}, {", ".join(_UNREAD)}), mapFilter((k, v) -> whole OR k IN ({texts}), all_attrs) AS attrs
+FROM g
 SETTINGS join_use_nulls = 0"""
 
 

@@ -103,3 +103,22 @@ def test_generations_from_the_values_give_the_per_span_reports_json(tmp_path, ca
     assert stored.reason is None
     assert main(["report", "--clickhouse", url, "--engine", "python", "--format", "json"]) == 0
     assert json.loads(stored.report.model_dump_json()) == json.loads(capsys.readouterr().out)
+
+
+def test_records_made_a_few_tasks_at_a_time_give_the_same_report(tmp_path, monkeypatch):
+    from agenttrace.columnar import records
+
+    from agenttrace.bench.synthetic import generate
+
+    synthetic = tmp_path / "synthetic.jsonl"  # parallel tool calls: critical paths, retries, rounds
+    generate(synthetic, 3_000, seed=3)
+    foreign = Path(__file__).resolve().parents[2] / "traces" / "frameworks" / "autogen-openinference.jsonl"
+    both = [_trace(tmp_path / "gens.jsonl"), synthetic, foreign]  # a framework's traces among ours
+    whole = report_files(both)
+    monkeypatch.setattr(records, "CHUNK_TASKS", 7)
+    chunked = report_files(both)
+    ref = report_streamed([str(p) for p in both])
+    assert len(ref.tasks) > 50 and any(t.critical_path for t in ref.tasks)
+    assert chunked.reason is None and whole.reason is None
+    assert chunked.report.model_dump_json() == whole.report.model_dump_json() == ref.model_dump_json()
+    assert chunked.bytes_back > whole.bytes_back * 0.9
