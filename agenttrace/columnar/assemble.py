@@ -1,8 +1,9 @@
 """Rows back into the report's own records: TaskFigures, StepFigures and GenerationFigures built
 from the per-task, per-step and per-generation rows (`rows.py`), then folded by the report's
 `ReportFold` (run figures, labels, what-if), so the run-level definitions stay in one place. A
-generation's figures come from `report/spec.py` itself, given the attributes they read; what its
-rounds tell the what-if comes from the SQL's round columns (rows._round_columns). Python runs per
+generation's figures and what its rounds tell the what-if are the queries' columns
+(generations_sql.py); its text figures come from `report/spec.py`'s text_figures, and a generation
+the columns do not state from spec.py whole. Python runs per
 generation, never per span or round, except for the tasks coverage.per_span_tasks names:
 per_span_figures gives them the per-span code's figures. A task's sub-agents' runs and compactions
 give their part (stages, counts, the cache's cost) from runs_sql.task_runs.

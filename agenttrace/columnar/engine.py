@@ -309,14 +309,14 @@ class Engine:
         routed = pending.result() if pending is not None else None
         if isinstance(routed, str):
             return Outcome(None, routed)
-        tasks = made.records
+        analysed = made.records
         if routed is not None:  # their tasks in the report's order (start, then input order), partial ones last
-            keyed = [*zip(made.keys, tasks, strict=True), *routed.tasks]
-            tasks = [a for _, a in sorted(keyed, key=lambda x: x[0])] + routed.partial
+            keyed = [*zip(made.keys, analysed, strict=True), *routed.tasks]
+            analysed = [a for _, a in sorted(keyed, key=lambda x: x[0])] + routed.partial
             problems = [*problems, *routed.problems, *([PARTIAL_NOTE.format(n=len(routed.partial))] if routed.partial else [])]
             inputs = self.inputs(routed)
         fold = ReportFold(sample, keep_tasks=sample is None)
-        for a in tasks:
+        for a in analysed:
             fold.add(a)
         if sample:
             problems = [*problems, SUMMARY_NOTE.format(tasks=fold.run.whole + fold.run.partial, n=sample)]

@@ -170,8 +170,8 @@ _LINE_ODD = (
 # it, so a block is bounded by its bytes. The default block (65k lines: a whole file) held 2.9 GB
 # at 1M spans. Each block costs the statement's expressions a fixed ~14 ms, so a bound in lines
 # (8, before) made small lines slow: the long-horizon demo's 68,000 spans in 7,000 lines of ~20 KB
-# loaded in 12.1 s, 0.72 s with this bound; 500k synthetic spans in 2.9 s, now 1.95 s, peaking at
-# 850 MB against 922 MB (this machine, measured).
+# loaded in 14.8 s, 1.1 s with this bound; 1M synthetic spans in 6.87 s, now 4.75 s, peaking at
+# 624 MB against 952 MB (this machine, the load alone, measured).
 BLOCK_BYTES = 2 << 20
 _BLOCK = f"max_block_size = 65536, input_format_max_block_size_bytes = {BLOCK_BYTES}"
 

@@ -1,5 +1,5 @@
 """Report models made in bulk from values already of their fields' types (the columnar engine's
-rows, the per-span code's segment times): `built`."""
+records, columnar/assemble.py): `built`."""
 
 from __future__ import annotations
 
