@@ -103,8 +103,5 @@ def per_span_tasks(p: str = "x_") -> str:
         # step's attempt (rows.attempt_rows says its validity), outside any generation
         (f"SELECT task FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i "
          "AND NOT (dlg AND ad = 2 AND att IS NOT NULL AND NOT in_gen)"),
-        # speculation rounds told as draft and verify child spans (the rows carry round events)
-        (f"SELECT t.task FROM {p}t AS t JOIN spans AS g ON g.i = t.pi WHERE t.segment IN "
-         f"('{sc.Segment.DRAFT}', '{sc.Segment.VERIFY}') AND g.segment = '{gen}' AND empty(g.rounds)"),
     ]
     return "SELECT DISTINCT task FROM (" + " UNION ALL ".join(rules) + ")"

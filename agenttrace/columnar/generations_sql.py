@@ -18,7 +18,8 @@ its row carries every attribute spec.py reads, and assemble.py gives it to spec.
 from __future__ import annotations
 
 from agenttrace import semconv as sc
-from agenttrace.columnar.tree import num, text
+from agenttrace.columnar.tree import narrow, num, text
+from agenttrace.report.spec import GENERATION_KEYS
 
 # The attributes the figures read as text (spec.text_figures, and the peaks' device).
 TEXT_KEYS = (sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL, sc.SPEC_METHOD, sc.SPEC_FALLBACK_REASON,
@@ -47,6 +48,15 @@ def prefills(p: str = "x_") -> str:
     some (`any`: spec.py then knows the prefill, even of zero length)."""
     return (f"SELECT pi, arraySum(groupArray(greatest(0, end_ns - start_ns))) AS ns, true AS any FROM {p}s "
             f"WHERE segment = '{sc.Segment.PREFILL}' AND pi IS NOT NULL GROUP BY pi")
+
+
+def generations(p: str = "x_") -> str:
+    """The generation spans as the values read them (`s`): their attributes spec.py reads, and
+    their rounds, from round events or else from draft and verify children (tree.py's `{p}kr`)."""
+    return (f"(SELECT g.i AS i, g.segment AS segment, g.start_ns AS start_ns, g.end_ns AS end_ns, "
+            f"if(empty(g.rounds), kr.rounds, g.rounds) AS rounds, g.attrs AS attrs "
+            f"FROM {narrow(GENERATION_KEYS, (sc.Segment.GENERATION.value,), 'segment, start_ns, end_ns, rounds')} AS g "
+            f"LEFT JOIN {p}kr AS kr ON kr.pi = g.i SETTINGS join_use_nulls = 0)")
 
 
 def _elements(key: str, m: str) -> str:

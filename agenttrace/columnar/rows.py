@@ -14,7 +14,6 @@ from agenttrace import semconv as sc
 from agenttrace.columnar import generations_sql as gs
 from agenttrace.columnar.tree import dfs_key, is_true, narrow, num, text
 from agenttrace.report.model import SEGMENT_FIELDS
-from agenttrace.report.spec import GENERATION_KEYS
 
 
 def _int(key: str, m: str = "s.attrs") -> str:
@@ -167,7 +166,7 @@ def generation_rows(p: str = "x_") -> str:
   SELECT t.task AS task, t.step AS step, {_int(sc.ATTEMPT_INDEX, 'a.attrs')} AS attempt, s.start_ns AS start_ns,
          s.end_ns AS end_ns, s.attrs AS all_attrs, {dfs_key()} AS walk, ifNull(prefills.ns, 0) AS prefill_ns,
          ifNull(prefills.any, false) AS has_prefills, {gs.values()}
-  FROM {p}t AS t JOIN {narrow(GENERATION_KEYS, (sc.Segment.GENERATION,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
+  FROM {p}t AS t JOIN {gs.generations(p)} AS s ON s.i = t.i
   LEFT JOIN {narrow((sc.ATTEMPT_INDEX,), (sc.Segment.ATTEMPT,), 'segment')} AS a ON a.i = t.ia
   LEFT JOIN prefills ON prefills.pi = t.i LEFT JOIN {p}dk AS dk ON dk.i = t.i
   WHERE t.step IS NOT NULL AND NOT t.in_gen AND s.segment = '{sc.Segment.GENERATION}'

@@ -135,7 +135,7 @@ SELECT (sr.o, sr.start_ns, sr.step, s.start_ns, s.i) AS key, (sr.o, sr.start_ns,
        {_TEXTS},
        {_WHATIF_VALUES}
 FROM (SELECT i, step FROM {p}t WHERE step IS NOT NULL AND NOT in_gen AND segment = '{gen}') AS t
-JOIN {narrow(GENERATION_KEYS, (gen,), 'segment, start_ns, end_ns, rounds')} AS s ON s.i = t.i
+JOIN {gs.generations(p)} AS s ON s.i = t.i
 JOIN (SELECT o, start_ns, step, label FROM {p}sr) AS sr ON sr.step = t.step
 LEFT JOIN prefills ON prefills.pi = t.i LEFT JOIN {p}dk AS dk ON dk.i = t.i)
 SETTINGS join_use_nulls = 1""",

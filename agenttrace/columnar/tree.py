@@ -203,6 +203,25 @@ WITH RECURSIVE up AS (
   FROM up JOIN {p}s AS s ON s.i = up.cur WHERE up.cur != up.step
 )
 SELECT i, key FROM up WHERE cur = step""")
+    # speculation rounds told as draft and verify child spans (the runtime's fine detail), for a
+    # generation with no round events: spec.rounds_of's, each kind in the children's order (start,
+    # then input order), paired as far as both go
+    draft, verify = sc.Segment.DRAFT.value, sc.Segment.VERIFY.value
+    dur = "greatest(0, k.end_ns - k.start_ns) / 1e9"
+    made.append(f"""CREATE TEMPORARY TABLE {p}kr {_M} AS
+SELECT pi, arrayMap(n -> (d[n].2, v[n].2, d[n].3, v[n].3, toInt64(0), v[n].4), range(1, least(length(d), length(v)) + 1))
+       AS rounds
+FROM (
+  SELECT k.pi AS pi,
+         arraySort(x -> x.1, groupArrayIf(((k.start_ns, k.i), toInt64({num(sc.SPEC_DRAFTED, 'a.attrs')}), {dur}),
+                                          k.segment = '{draft}')) AS d,
+         arraySort(x -> x.1, groupArrayIf(((k.start_ns, k.i), toInt64({num(sc.SPEC_ACCEPTED, 'a.attrs')}), {dur},
+                                           toInt64({num(sc.SPEC_TREE_DEPTH, 'a.attrs')})), k.segment = '{verify}')) AS v
+  FROM {p}s AS k JOIN {narrow((sc.SPEC_DRAFTED, sc.SPEC_ACCEPTED, sc.SPEC_TREE_DEPTH), (draft, verify), 'segment')} AS a
+    ON a.i = k.i
+  WHERE k.pi IN (SELECT i FROM spans WHERE segment = '{gen}' AND empty(rounds))
+  GROUP BY k.pi
+)""")
     # what only the charge is made of: dropped (their memory, 60 MB at 1M spans, is the queries')
-    kept = (f"{p}s", f"{p}t", f"{p}c", f"{p}dk")
+    kept = (f"{p}s", f"{p}t", f"{p}c", f"{p}dk", f"{p}kr")
     return made + [f"DROP TEMPORARY TABLE {name}" for name in created(made) if name not in kept]

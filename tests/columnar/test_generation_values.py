@@ -122,3 +122,52 @@ def test_records_made_a_few_tasks_at_a_time_give_the_same_report(tmp_path, monke
     assert chunked.reason is None and whole.reason is None
     assert chunked.report.model_dump_json() == whole.report.model_dump_json() == ref.model_dump_json()
     assert chunked.bytes_back > whole.bytes_back * 0.9
+
+
+def _fine(src: Path, dst: Path) -> Path:
+    """`src` as the runtime's fine detail records it: each speculate.round event of a generation
+    becomes a draft and a verify child span (their times inside the generation)."""
+    ids = itertools.count(1)
+    out = []
+    for line in src.read_text().splitlines():
+        doc = json.loads(line)
+        for ss in (ss for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]):
+            kids = []
+            for s in ss["spans"]:
+                rounds = [e for e in s.get("events", []) if e["name"] == "speculate.round"]
+                if not rounds:
+                    continue
+                s["events"] = [e for e in s["events"] if e["name"] != "speculate.round"]
+                t, end = int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"])
+                slot = (end - t) // (2 * len(rounds))
+                for e in rounds:
+                    a = {x["key"]: x["value"] for x in e["attributes"]}
+                    for name, seg, keys, took in (
+                            ("speculate.draft", "draft", {"agenttrace.spec.drafted": a["drafted"]}, slot // 3),
+                            ("speculate.verify", "verify", {"agenttrace.spec.accepted": a["accepted"]}, slot)):
+                        attrs = [_kv("agenttrace.segment", {"stringValue": seg}), *(_kv(k, v) for k, v in keys.items())]
+                        kids.append({"traceId": s["traceId"], "spanId": f"f{next(ids):015x}", "parentSpanId": s["spanId"],
+                                     "name": name, "kind": 1, "startTimeUnixNano": str(t),
+                                     "endTimeUnixNano": str(t + took), "attributes": attrs})
+                        t += slot
+            ss["spans"] += kids
+        out.append(json.dumps(doc))
+    dst.write_text("\n".join(out) + "\n")
+    return dst
+
+
+def test_rounds_told_as_draft_and_verify_spans_are_read_by_the_queries(tmp_path):
+    from agenttrace.bench.synthetic import generate
+
+    generate(tmp_path / "synthetic.jsonl", 3_000, seed=3)
+    trace = _fine(tmp_path / "synthetic.jsonl", tmp_path / "fine.jsonl")
+    ref = report_streamed([str(trace)])
+    assert ref.whatif and any(g.rounds for t in ref.tasks for s in t.steps for g in s.generations)
+    assert "speculate.round" not in trace.read_text() and "speculate.verify" in trace.read_text()
+    full = report_files([trace])
+    assert full.reason is None and full.per_span_tasks == 0  # every task's figures from the queries
+    assert full.report.model_dump_json() == ref.model_dump_json()
+    summary = report_files([trace], sample=100)
+    assert summary.report.tasks == [] and "made in the engine" in summary.report.problems[-1]
+    keys = ("run", "by_label", "whatif", "roofline", "inputs")
+    assert summary.report.model_dump(include=set(keys)) == ref.model_dump(include=set(keys))
