@@ -10,14 +10,21 @@ row at once held ~0.7 GB beside the span tree's tables (measured).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from agenttrace.columnar import rows, runs_sql
 from agenttrace.columnar.assemble import add_critical_paths, analyses, pivot, task_runs
 from agenttrace.report.figures import TaskAnalysis
 
-if TYPE_CHECKING:
-    from agenttrace.columnar.engine import Engine
+
+class Engine(Protocol):
+    """What is asked of engine.py's Engine here (named, not imported: it imports this module)."""
+
+    def q(self, sql: str, params: dict | None = None) -> None: ...
+
+    def table(self, sql: str) -> tuple[dict[str, list], int]: ...
+
+    def scalar(self, sql: str) -> int: ...
 
 CHUNK_TASKS = 10_000
 _TASKS = "r_tasks"  # the task rows, with their chunk
