@@ -26,6 +26,7 @@ class Engine(Protocol):
 
     def scalar(self, sql: str) -> int: ...
 
+
 CHUNK_TASKS = 10_000
 _TASKS = "r_tasks"  # the task rows, with their chunk
 # name -> (the rows' query, the order a chunk's rows come back in, the columns that stay in the engine)

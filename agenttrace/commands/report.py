@@ -135,7 +135,7 @@ SUMMARY_MIN_BYTES = 20_000_000
 
 
 # A full report of files on the engine (BENCHMARKS.md, issue 32's twelfth part): as fast as the
-# per-span path at 38 MB, 0.84x its time at 77 MB, 0.55x at 770 MB (1M spans: 22 s against 40 s);
+# per-span path at 38 MB, 0.84x its time at 77 MB, 0.6x at 770 MB (1M spans: 28-31 s against 48-51 s);
 # its peak is chdb's ~0.45 GB plus 1.5-1.9x the files' bytes (1.6 GB there, the per-span 1.07 GB).
 # Traces of other instrumentations go to the per-span code in either engine: a third of the spans
 # theirs, the two took the same time, so the engine is chosen where the files hold ours.
