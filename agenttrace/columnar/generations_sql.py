@@ -18,7 +18,7 @@ its row carries every attribute spec.py reads, and assemble.py gives it to spec.
 from __future__ import annotations
 
 from agenttrace import semconv as sc
-from agenttrace.columnar.tree import narrow, num, text
+from agenttrace.columnar.tree import integer, narrow, num, text
 from agenttrace.report.spec import GENERATION_KEYS
 
 # The attributes the figures read as text (spec.text_figures, and the peaks' device).
@@ -29,10 +29,6 @@ _ROOF_KEYS = (sc.ROOFLINE_PHASE, sc.ROOFLINE_PASSES, sc.ROOFLINE_ROWS, sc.ROOFLI
 # Columns only the other columns are made of (per round, per roofline phase): `STEPS` leaves them out.
 STEPS = ("prefill0", "dr", "chain", "asked", "kk", "acc", "asked_ks", "asked_n", "rf_p", "rf_n", "rf_r", "rf_f", "rf_b",
          "rf_t")
-
-
-def _int(key: str, m: str) -> str:
-    return f"toInt64({num(key, m)})"
 
 
 def truthy(key: str, m: str = "attrs") -> str:
@@ -114,7 +110,7 @@ def round_columns(m: str = "s.attrs") -> str:
     (chain: a tree's depth, else its draft; the k asked: the round's, else the generation's).
     Float sums are folds in round order, as Python adds them; lists and maps keep
     first-appearance order (the what-if's line fit adds widths in that order)."""
-    k = _int(sc.SPEC_NUM_SPECULATIVE_TOKENS, m)
+    k = integer(sc.SPEC_NUM_SPECULATIVE_TOKENS, m)
     return f"""arrayFilter(r -> r.1 > 0, s.rounds) AS dr, arrayMap(r -> if(r.6 != 0, r.6, r.1), dr) AS chain,
        arrayMap(r -> if(r.5 != 0, r.5, {k}), dr) AS asked, arrayMap((a, c) -> greatest(a, c), asked, chain) AS kk,
        arrayMap(r -> r.2, dr) AS acc, arrayDistinct(asked) AS asked_ks,
@@ -123,7 +119,7 @@ def round_columns(m: str = "s.attrs") -> str:
        arrayCount(r -> r.1 > 0 AND r.2 < if(r.6 != 0, r.6, r.1), s.rounds) AS r_rejections,
        length(dr) AS c_rounds, arraySum(chain) AS c_drafted, arraySum(acc) AS c_accepted,
        arrayFold((x, r) -> x + r.3, dr, toFloat64(0)) AS c_draft_s, arrayCount((a, c) -> a < c, acc, chain) AS c_rejections,
-       greatest(0, {_int(sc.GEN_AI_USAGE_OUTPUT_TOKENS, m)} - (1 + c_rounds + c_accepted)) AS c_no_draft,
+       greatest(0, {integer(sc.GEN_AI_USAGE_OUTPUT_TOKENS, m)} - (1 + c_rounds + c_accepted)) AS c_no_draft,
        if(empty(asked_ks), greatest({k}, 1), asked_ks[indexOf(asked_n, arrayMax(asked_n))]) AS c_common_k,
        arrayDistinct(kk) AS c_asked_k, arrayMap(x -> toFloat64(arrayCount(y -> y = x, kk)), c_asked_k) AS c_asked_n,
        {_positions("arrayMap((a, c) -> least(a, c + 1), kk, chain)")} AS c_offered, {_positions("chain")} AS c_proposed,
@@ -139,14 +135,14 @@ def values(m: str = "s.attrs") -> str:
     return f"""greatest(0, s.end_ns - s.start_ns) / 1e9 AS wall_s, {num(sc.SPEC_PREFILL_S, m)} AS prefill0,
        if(prefill0 != 0, prefill0, ifNull(prefills.ns, 0) / 1e9) AS prefill_s,
        mapContains({m}, '{sc.SPEC_PREFILL_S}') OR ifNull(prefills.any, false) AS knows_prefill,
-       {_int(sc.GEN_AI_USAGE_OUTPUT_TOKENS, m)} AS out, {_int(sc.GEN_AI_USAGE_INPUT_TOKENS, m)} AS in_tokens,
-       {_int(sc.SPEC_ROUNDS, m)} AS rounds, {_int(sc.SPEC_DRAFT_TOKENS, m)} AS drafted,
-       {_int(sc.SPEC_ACCEPTED_TOKENS, m)} AS accepted, {_int(sc.SPEC_NUM_SPECULATIVE_TOKENS, m)} AS k,
+       {integer(sc.GEN_AI_USAGE_OUTPUT_TOKENS, m)} AS out, {integer(sc.GEN_AI_USAGE_INPUT_TOKENS, m)} AS in_tokens,
+       {integer(sc.SPEC_ROUNDS, m)} AS rounds, {integer(sc.SPEC_DRAFT_TOKENS, m)} AS drafted,
+       {integer(sc.SPEC_ACCEPTED_TOKENS, m)} AS accepted, {integer(sc.SPEC_NUM_SPECULATIVE_TOKENS, m)} AS k,
        if({truthy(sc.SPEC_METHOD, m)}, {text(sc.SPEC_METHOD, m)}, 'none') AS method,
        {truthy(sc.SPEC_FALLBACK, m)} AS fallback,
        mapContains({m}, '{sc.CONSTRAIN_ENGINE}') AS constrained,
        constrained AND mapContains({m}, '{sc.CONSTRAIN_FALLBACK}') AS constrain_fallback,
-       {_int(sc.CONSTRAIN_DRAFTS_CUT, m)} AS drafts_cut,
+       {integer(sc.CONSTRAIN_DRAFTS_CUT, m)} AS drafts_cut,
        {num(sc.SPEC_DRAFT_S, m)} AS draft_s, {num(sc.SPEC_VERIFY_S, m)} AS verify_s,
        {num(sc.CONSTRAIN_MASK_S, m)} + {num(sc.CONSTRAIN_COMPILE_S, m)} AS constrain_s,
        if(wall_s > 0, out / wall_s, NULL) AS tokens_per_s,

@@ -68,7 +68,7 @@ SELECT q.*, k.chunk AS chunk FROM ({query()}) AS q JOIN (SELECT task, chunk FROM
 def records(engine: Engine, kept: list[str], given: dict[int, TaskAnalysis]) -> Made:
     """Every task's record, a chunk at a time (`given`: those the per-span code made)."""
     out = Made()
-    chunks = engine.scalar(f"SELECT max(chunk) + 1 FROM {_TASKS}") if engine.scalar(f"SELECT count() FROM {_TASKS}") else 0
+    chunks = engine.scalar(f"SELECT if(count() = 0, 0, max(chunk) + 1) FROM {_TASKS}")
     for chunk in range(chunks):
         tasks = _rows(engine, out, _TASKS, chunk, "start_ns, task")
         part = {name: _rows(engine, out, f"r_{name}", chunk, order, extra) if f"r_{name}" in kept else None

@@ -12,13 +12,8 @@ from __future__ import annotations
 
 from agenttrace import semconv as sc
 from agenttrace.columnar import generations_sql as gs
-from agenttrace.columnar.tree import dfs_key, is_true, narrow, num, text
+from agenttrace.columnar.tree import dfs_key, integer, is_true, narrow, text
 from agenttrace.report.model import SEGMENT_FIELDS
-
-
-def _int(key: str, m: str = "s.attrs") -> str:
-    return f"toInt64({num(key, m)})"
-
 
 _N = len(SEGMENT_FIELDS)
 ZEROS = f"arrayWithConstant({_N}, toInt64(0))"  # nanoseconds by segment where an owner has none
@@ -49,9 +44,9 @@ def charges(p: str = "x_") -> str:
 def segment_times(p: str = "x_") -> str:
     """(kind, owner, on_ns, off_ns, task): kind 0 the task, 1 a step, 2 the retry cost of a step
     (its attempts whose outcome is not ok, their own segment times); on_ns the nanoseconds on the
-    owner's path, off_ns those beside it, each an array in SEGMENT_FIELDS' order; the owner's task. An owner gets a
-    row when a span of it has time (`nz`). Summed as arrays, a row per span: a row per span and
-    segment grouped twice took twice as long (0.47 against 0.25 s at 1M spans)."""
+    owner's path, off_ns those beside it, each an array in SEGMENT_FIELDS' order; the owner's task.
+    An owner gets a row when a span of it has time (`nz`). Summed as arrays, a row per span: a row
+    per span and segment grouped twice took twice as long (0.47 against 0.25 s at 1M spans)."""
     spans = charges(p)
     ok = sc.AttemptOutcome.OK.value
     return f"""SELECT 0 AS kind, task AS owner, {sums('off_d = 0')} AS on_ns, {sums('NOT (off_d = 0)')} AS off_ns, task
@@ -97,9 +92,9 @@ def step_rows(p: str = "x_") -> str:
          countIf(is_att) AS attempt_kids
   FROM scan GROUP BY step
 )
-SELECT t.task AS task, s.i AS step, s.start_ns AS start_ns, s.end_ns AS end_ns, {_int(sc.STEP_INDEX)} AS idx,
+SELECT t.task AS task, s.i AS step, s.start_ns AS start_ns, s.end_ns AS end_ns, {integer(sc.STEP_INDEX, 's.attrs')} AS idx,
        if(s.attrs['{sc.STEP_OUTCOME}'] = '', 'unknown', {text(sc.STEP_OUTCOME, 's.attrs')}) AS outcome,
-       if({_int(sc.STEP_ATTEMPTS)} != 0, {_int(sc.STEP_ATTEMPTS)}, per.attempt_kids) AS attempts,
+       if({integer(sc.STEP_ATTEMPTS, 's.attrs')} != 0, {integer(sc.STEP_ATTEMPTS, 's.attrs')}, per.attempt_kids) AS attempts,
        if(per.first IS NULL AND {text(sc.STEP_OUTCOME, 's.attrs')} = '{sc.StepOutcome.FINAL_ANSWER}', per.last_parse_ok,
           per.first) AS first, if(per.moments = 0 AND first IS NOT NULL, 1, per.moments) AS moments,
        per.first_correct AS first_correct, per.marks AS marks,
@@ -144,7 +139,7 @@ def task_rows(p: str = "x_") -> str:
        if(mapContains(s.attrs, '{sc.GEN_AI_AGENT_NAME}'), {text(sc.GEN_AI_AGENT_NAME, 's.attrs')}, s.name) AS agent,
        s.run_label AS run_label, s.run_id AS run_id,
        if(mapContains(s.attrs, '{sc.TASK_OUTCOME}'), {text(sc.TASK_OUTCOME, 's.attrs')}, 'unknown') AS outcome,
-       s.start_ns AS start_ns, s.end_ns AS end_ns, {_int(sc.DECISIONS_INVALID)} AS decisions_invalid
+       s.start_ns AS start_ns, s.end_ns AS end_ns, {integer(sc.DECISIONS_INVALID, 's.attrs')} AS decisions_invalid
 FROM spans AS s WHERE s.i IN (SELECT DISTINCT task FROM {p}t)
 ORDER BY s.start_ns, s.i"""
 
@@ -163,7 +158,7 @@ def generation_rows(p: str = "x_") -> str:
     texts = ", ".join(f"'{k}'" for k in gs.TEXT_KEYS)
     return f"""WITH prefills AS ({gs.prefills(p)}
 ), g AS (
-  SELECT t.task AS task, t.step AS step, {_int(sc.ATTEMPT_INDEX, 'a.attrs')} AS attempt, s.start_ns AS start_ns,
+  SELECT t.task AS task, t.step AS step, {integer(sc.ATTEMPT_INDEX, 'a.attrs')} AS attempt, s.start_ns AS start_ns,
          s.end_ns AS end_ns, s.attrs AS all_attrs, {dfs_key()} AS walk, ifNull(prefills.ns, 0) AS prefill_ns,
          ifNull(prefills.any, false) AS has_prefills, {gs.values()}
   FROM {p}t AS t JOIN {gs.generations(p)} AS s ON s.i = t.i

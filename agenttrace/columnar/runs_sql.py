@@ -18,7 +18,7 @@ from agenttrace.report.stages import STAGE_OF_SEGMENT
 
 # Each stage's segments (1-based positions in SEGMENT_FIELDS: stage_times of a task's own time).
 _STAGE_SEGMENTS = {f: [i + 1 for i, s in enumerate(SEGMENT_FIELDS) if STAGE_OF_SEGMENT.get(s, "other") == f]
-                  for f in STAGE_FIELDS}
+                   for f in STAGE_FIELDS}
 _MEMORY = SEGMENT_FIELDS.index("memory") + 1
 _DLG, _CMP = sc.Segment.DELEGATION.value, sc.Segment.COMPACTION.value
 

@@ -43,6 +43,12 @@ def num(key: str, m: str = "attrs") -> str:
     return f"if(substring({m}['{key}'], 1, 1) IN ('i', 'd', 'b'), toFloat64OrZero(substring({m}['{key}'], 2)), 0)"
 
 
+def integer(key: str, m: str = "attrs") -> str:
+    """An attribute as int(float(x)) of `num`'s number (truncated toward zero), as spec.py reads
+    counts."""
+    return f"toInt64({num(key, m)})"
+
+
 def text(key: str, m: str = "attrs") -> str:
     """An attribute's text ('' when absent)."""
     return f"substring({m}['{key}'], 2)"
@@ -213,10 +219,10 @@ SELECT pi, arrayMap(n -> (d[n].2, v[n].2, d[n].3, v[n].3, toInt64(0), v[n].4), r
        AS rounds
 FROM (
   SELECT k.pi AS pi,
-         arraySort(x -> x.1, groupArrayIf(((k.start_ns, k.i), toInt64({num(sc.SPEC_DRAFTED, 'a.attrs')}), {dur}),
+         arraySort(x -> x.1, groupArrayIf(((k.start_ns, k.i), {integer(sc.SPEC_DRAFTED, 'a.attrs')}, {dur}),
                                           k.segment = '{draft}')) AS d,
-         arraySort(x -> x.1, groupArrayIf(((k.start_ns, k.i), toInt64({num(sc.SPEC_ACCEPTED, 'a.attrs')}), {dur},
-                                           toInt64({num(sc.SPEC_TREE_DEPTH, 'a.attrs')})), k.segment = '{verify}')) AS v
+         arraySort(x -> x.1, groupArrayIf(((k.start_ns, k.i), {integer(sc.SPEC_ACCEPTED, 'a.attrs')}, {dur},
+                                           {integer(sc.SPEC_TREE_DEPTH, 'a.attrs')}), k.segment = '{verify}')) AS v
   FROM {p}s AS k JOIN {narrow((sc.SPEC_DRAFTED, sc.SPEC_ACCEPTED, sc.SPEC_TREE_DEPTH), (draft, verify), 'segment')} AS a
     ON a.i = k.i
   WHERE k.pi IN (SELECT i FROM spans WHERE segment = '{gen}' AND empty(rounds))
