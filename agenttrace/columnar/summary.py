@@ -8,10 +8,13 @@ sample.
 
 from __future__ import annotations
 
+import functools
+import re
+
+from agenttrace.columnar import coverage, tree
 from agenttrace.columnar import summary_roofline as roof
 from agenttrace.columnar import summary_sql as q
 from agenttrace.columnar import summary_whatif as w
-from agenttrace.columnar import tree
 from agenttrace.report.model import SEGMENT_FIELDS, STAGE_FIELDS, Distribution, StageTimes
 from agenttrace.report.roofline_fold import RooflineFold
 from agenttrace.report.runs import RunFold
@@ -105,6 +108,21 @@ def _fold(task: dict | None, step: dict | None, gens: dict | None, by_method: li
 def made() -> list[str]:
     """Every table the tree and the value tables make (tree.py, summary_sql.py), in order."""
     return tree.created([*tree.statements(), *q.statements()])
+
+
+# A dotted name quoted in SQL: an attribute key (a figure reads `attrs['gen_ai.request.model']`,
+# a narrowed map keeps `k IN ('agenttrace.spec.rounds', ...)`), or a value harmless to count as one.
+_QUOTED_NAME = re.compile(r"'([A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)+)'")
+
+
+@functools.cache
+def read_keys() -> frozenset[str]:
+    """The attribute keys a summary's statements read of a span: every dotted name quoted in the
+    SQL of the tree, the value tables and the checks asked of them (the aggregates read the value
+    tables alone). Found in the SQL itself, so a key a query starts reading is in it."""
+    sql = [*tree.statements(), *q.statements(), *(s for _, s in q.checks()), *(s for _, s in coverage.tree_checks()),
+           coverage.per_span_tasks()]
+    return frozenset(_QUOTED_NAME.findall("\n".join(sql)))
 
 
 def prepare(engine) -> str | None:

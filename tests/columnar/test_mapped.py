@@ -1,6 +1,7 @@
 """Spans of another instrumentation's traces put back into the span table as ours (columnar/mapped.py):
-the values the figures read come back as the per-span code held them, and a task whose reading
-said a figure is missing that it has is named (the queries would count it otherwise)."""
+the values the figures read come back as the per-span code held them, a span keeps only the
+attributes the queries read, and a task whose reading said a figure is missing that it has is
+named (the queries would count it otherwise)."""
 
 from __future__ import annotations
 
@@ -42,5 +43,26 @@ def test_a_span_the_reading_made_takes_an_order_above_every_inputs():
     lines, after = rows([agent, step], {(agent.trace_id, agent.span_id): 12}, SYNTHETIC)
     first, second = (json.loads(x) for x in lines)
     assert first["i"] == 12 and second["i"] == SYNTHETIC and after == SYNTHETIC + 1
-    assert second["parent_id"] == agent.span_id and second["attrs"][sc.SEGMENT] == "sstep"
+    assert second["parent_id"] == agent.span_id and second["segment"] == sc.Segment.STEP.value
     assert second["rounds"] == [[4, 2, 0.0, 0.0, 0, 0]] and first["kind"] == "OTHER"
+
+
+def test_a_span_put_back_keeps_the_attributes_the_queries_read_and_no_content():
+    import json
+
+    from agenttrace.columnar.summary import read_keys
+    from agenttrace.report.spec import GENERATION_KEYS
+
+    keys = read_keys()
+    # every key the generation values narrow the map to, and ones the step and task values read
+    assert set(GENERATION_KEYS) <= keys
+    assert {sc.STEP_OUTCOME, sc.TASK_OUTCOME, sc.ATTEMPT_OUTCOME, sc.VALIDATION_OK, sc.GEN_AI_USAGE_OUTPUT_TOKENS} <= keys
+    content = {sc.OI_INPUT_VALUE: "x" * 5000, "llm.input_messages.0.message.content": "hello",
+               sc.GEN_AI_TOOL_CALL_ARGUMENTS: '{"city": "Paris"}'}
+    gen = SpanRecord("ab" * 16, "ef" * 8, "cd" * 8, "chat", "CLIENT", 1, 9,
+                     {sc.SEGMENT: sc.Segment.GENERATION.value, sc.GEN_AI_USAGE_OUTPUT_TOKENS: 12,
+                      sc.GEN_AI_REQUEST_MODEL: "m", **content})
+    (line,), _ = rows([gen], {}, SYNTHETIC)
+    row = json.loads(line)
+    assert row["attrs"] == {sc.GEN_AI_USAGE_OUTPUT_TOKENS: "i12", sc.GEN_AI_REQUEST_MODEL: "sm"}
+    assert row["segment"] == sc.Segment.GENERATION.value
