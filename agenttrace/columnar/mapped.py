@@ -11,8 +11,9 @@ file loader types them (load.py), so a figure reads them as it reads ours.
 
 A span keeps only the attributes the summary's queries read (summary.read_keys). The others are
 mostly what other instrumentations record of the content (prompts, messages, tool arguments and
-results; ~2 KB a span in the benchmark's framework traces), which no figure reads: kept, they
-made a third of the summary's time and 0.4 GB of its peak at 150k spans, a third of them theirs.
+results; ~2 KB a span in the benchmark's framework traces), which no figure reads. Kept, they
+cost a summary of 1.31M spans, 308k of them theirs, 11-15 s of 58-63 s and 2 GB of its 4.6 GB
+peak (BENCHMARKS.md, issue 32's thirteenth part).
 """
 
 from __future__ import annotations
