@@ -24,7 +24,7 @@ from pathlib import Path
 from agenttrace.columnar import coverage
 from agenttrace.columnar.coverage import FOREIGN
 from agenttrace.columnar.load import LINE_STRIDE
-from agenttrace.columnar.readings import Seen, first_seen, trace_starts
+from agenttrace.columnar.readings import FirstSeen, Seen, trace_starts
 from agenttrace.errors import JSONError
 from agenttrace.report.figures import TaskAnalysis, agent_roots, orphan_steps, partial_task, task_figures
 from agenttrace.report.span_tree import SpanTree
@@ -117,8 +117,9 @@ def store_spans(store, query, order: Order, problems: list[str]) -> list[SpanRec
 def normalised(spans: list[SpanRecord], order: Order) -> Traces:
     """The routed traces as our span tree (normalise), each input's reading and the problems the
     mapping words, for the table (a summary: mapped.py); no figures."""
-    out = Traces(seen=first_seen(spans, order), spans=len(spans), order=order)
-    done = normalise(spans)
+    firsts = FirstSeen(order)
+    done = normalise(spans, firsts)
+    out = Traces(seen=firsts.seen, spans=len(spans), order=order)
     out.problems, out.mapped = done.problems, done.spans
     out.readings = {r.source: r for r in done.readings}
     return out
@@ -127,8 +128,9 @@ def normalised(spans: list[SpanRecord], order: Order) -> Traces:
 def analyse(spans: list[SpanRecord], order: Order) -> Traces:
     """The per-span code's figures of the routed traces (report/build.py's steps), each task keyed
     for the report's order."""
-    out = Traces(seen=first_seen(spans, order), spans=len(spans))
-    normalised = normalise(spans)
+    firsts = FirstSeen(order)
+    normalised = normalise(spans, firsts)
+    out = Traces(seen=firsts.seen, spans=len(spans))
     tree = SpanTree(normalised.spans)
     out.problems = normalised.problems + tree.problems
     for root in agent_roots(tree):

@@ -11,11 +11,10 @@ is keyed (its trace's first input order, its own) and the two parts' entries sor
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agenttrace.traces import Reading
-from agenttrace.traces.conventions import AGENTTRACE, classify
+from agenttrace.traces.conventions import AGENTTRACE, SpanRole
 from agenttrace.traces.normalise import MAX_NAMES, NO_CONVENTION, ConventionSeen, LeftOut, input_of
 from agenttrace.traces.span_records import SpanRecord
 
@@ -118,26 +117,28 @@ def trace_starts(order: dict[tuple[str, str], int]) -> dict[str, int]:
     return starts
 
 
-def first_seen(spans: Iterable[SpanRecord], order: dict[tuple[str, str], int]) -> dict[str, Seen]:
-    """Per input, where the per-span code first meets each convention and left-out entry among
-    `spans` (in the order it reads them), as normalise's mapping classifies them."""
-    starts = trace_starts(order)
-    out: dict[str, Seen] = {}
-    for s in spans:
-        seen = out.setdefault(input_of(s), Seen())
-        i = order.get((s.trace_id, s.span_id), 0)
-        key = (starts.get(s.trace_id, i), i)
+class FirstSeen:
+    """Per input (`seen`), where the per-span code first meets each convention and left-out entry,
+    told each span in the order it reads them and the role normalise's mapping gave it
+    (normalise's `observe`: the spans are classified once)."""
+
+    def __init__(self, order: dict[tuple[str, str], int]) -> None:
+        self.order, self.starts = order, trace_starts(order)
+        self.seen: dict[str, Seen] = {}
+
+    def __call__(self, s: SpanRecord, role: SpanRole | None) -> None:
+        seen = self.seen.setdefault(input_of(s), Seen())
+        i = self.order.get((s.trace_id, s.span_id), 0)
+        key = (self.starts.get(s.trace_id, i), i)
         if s.segment is not None:
             seen.conventions.setdefault(AGENTTRACE, key)
-            continue
-        role = classify(s)
+            return
         if role is not None:
             seen.conventions.setdefault(role.convention, key)
         if role is None or role.segment is None:
             seen.left_out.setdefault(UNKNOWN if role is None else (role.convention, role.reason), key)
         if role is None and len(seen.names) < MAX_NAMES and s.name not in {n for n, _ in seen.names}:
             seen.names.append((s.name, key))
-    return out
 
 
 def _ours(source: str, part: Part) -> Reading:

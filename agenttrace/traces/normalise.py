@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agenttrace import semconv as sc
 from agenttrace.traces import foreign_structure
-from agenttrace.traces.conventions import AGENTTRACE, classify
+from agenttrace.traces.conventions import AGENTTRACE, SpanRole, classify
 from agenttrace.traces.index import Key, SpanIndex, key_of
 from agenttrace.traces.inferred import TASK
 from agenttrace.traces.remote import split_remote_generations
@@ -91,7 +92,11 @@ def input_of(span: SpanRecord) -> str:
     return head if sep and tail.isdigit() else span.source
 
 
-def _map(spans: list[SpanRecord], readings: dict[str, Reading]) -> tuple[list[SpanRecord], set[Key]]:
+# Called with each span as the mapping meets it, and its role (None: ours, or of no known convention).
+Observer = Callable[[SpanRecord, SpanRole | None], None]
+
+
+def _map(spans: list[SpanRecord], readings: dict[str, Reading], observe: Observer | None) -> tuple[list[SpanRecord], set[Key]]:
     out: list[SpanRecord] = []
     foreign: set[Key] = set()
     for s in spans:
@@ -104,8 +109,12 @@ def _map(spans: list[SpanRecord], readings: dict[str, Reading]) -> tuple[list[Sp
         if segment is not None:
             reading.saw(AGENTTRACE, segment)
             out.append(s)
+            if observe is not None:
+                observe(s, None)
             continue
         role = classify(s)
+        if observe is not None:
+            observe(s, role)
         if role is None:
             reading.leave_out(None, NO_CONVENTION, s.name)
             out.append(s)
@@ -164,10 +173,12 @@ def _task_roots(index: SpanIndex, foreign: set[Key]) -> list[SpanRecord]:
     return roots
 
 
-def normalise(spans: list[SpanRecord]) -> Normalised:
-    """Our span tree from any trace (module docstring). Spans of ours only: returned as given."""
+def normalise(spans: list[SpanRecord], observe: Observer | None = None) -> Normalised:
+    """Our span tree from any trace (module docstring). Spans of ours only: returned as given.
+    `observe`: told each span's role as the mapping classifies it (columnar/readings.py notes
+    where each convention first appears without classifying every span again)."""
     readings: dict[str, Reading] = {}
-    mapped, foreign = _map(spans, readings)
+    mapped, foreign = _map(spans, readings, observe)
     problems: list[str] = []
     if not foreign:
         return Normalised(mapped, list(readings.values()), problems)

@@ -144,3 +144,26 @@ def test_a_task_whose_last_step_is_a_tool_call_has_an_unknown_outcome_and_says_w
     assert task.outcome == "unknown"
     assert [m.figure for m in task.not_inferred] == ["outcome"]
     assert "last step ended in a tool call" in task.not_inferred[0].reason
+
+
+def test_normalise_tells_an_observer_each_span_once_with_the_role_it_mapped():
+    from agenttrace import semconv as sc
+    from agenttrace.traces import normalise
+    from agenttrace.traces.conventions import classify
+    from agenttrace.traces.span_records import SpanRecord
+
+    def span(sid: str, parent: str | None, name: str, attrs: dict) -> SpanRecord:
+        return SpanRecord("ab" * 16, sid * 16, parent and parent * 16, name, "INTERNAL", 0, 10, attrs)
+
+    spans = [span("1", None, "agent", {sc.OI_SPAN_KIND: "AGENT"}),
+             span("2", "1", "chain", {sc.OI_SPAN_KIND: "CHAIN"}),
+             span("3", "1", "llm", {sc.OI_SPAN_KIND: "LLM", sc.OI_LLM_MODEL_NAME: "m"}),
+             span("4", "1", "custom", {"my.key": 1}),
+             span("5", "1", "ours", {sc.SEGMENT: sc.Segment.TOOL.value})]
+    told: list[tuple[str, object]] = []
+    done = normalise(spans, lambda s, role: told.append((s.span_id, role)))
+    # in the order read, each once; ours and the unknown with no role, the rest as classify says
+    assert [sid for sid, _ in told] == [s.span_id for s in spans]
+    assert [role for _, role in told] == [classify(s) if s.segment is None else None for s in spans]
+    assert told[1][1].segment is None and told[2][1].segment == sc.Segment.GENERATION and told[3][1] is None
+    assert len(done.spans) >= len(spans)
