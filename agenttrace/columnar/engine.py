@@ -9,10 +9,9 @@ Traces of another instrumentation are reported one at a time by the per-span cod
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,17 +55,6 @@ def _said() -> Iterator[None]:
         raise ColumnarError(str(exc).splitlines()[0][:500]) from exc
     except UnicodeDecodeError as exc:  # text the engine kept as bytes that are not UTF-8
         raise ColumnarError(f"text that is not UTF-8 ({exc.reason})") from exc
-
-
-def _collector_off(method: Callable[..., Outcome]) -> Callable[..., Outcome]:
-    """The cyclic collector off while `method` runs (traces/stream.no_gc, as the per-span path):
-    the rows that come back and the records made of them live on, and each collection walks them
-    all again (a 1M-span full report: 23.8 -> 18.4 s, measured)."""
-    @functools.wraps(method)
-    def off(*args, **kwargs) -> Outcome:
-        with no_gc():
-            return method(*args, **kwargs)
-    return off
 
 
 class Engine:
@@ -266,7 +254,10 @@ class Engine:
                 out.append(input_figures(reading))
         return out
 
-    @_collector_off
+    # the cyclic collector off (traces/stream.no_gc, as the per-span path): the rows that come
+    # back and the records made of them live on, and each collection walks them all again (a
+    # 1M-span full report: 23.8 -> 18.4 s, measured); summarise's too
+    @no_gc()
     def figures(self, sources: list[str], inputs: list[InputFigures], problems: list[str],
                 sample: int | None = None, summary_only: bool = False) -> Outcome:
         summarised = bool(sample or summary_only)
@@ -324,7 +315,7 @@ class Engine:
         report.inputs = inputs
         return _counted(Outcome(report, bytes_back=made.bytes_back + b7, per_span_tasks=len(given)), routed)
 
-    @_collector_off
+    @no_gc()
     def summarise(self, loaded: batches.Loaded, sources: list[str], *, noted: bool) -> Outcome:
         """The summary of what was loaded in batches (batches.py), or the reason it is not made here."""
         if loaded.reason:
