@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agenttrace.columnar import coverage, load, mapped, per_trace, readings, summary
+from agenttrace.columnar import coverage, load, mapped, per_trace, readings, shares, summary
 from agenttrace.report.inputs import InputFigures
 
 BATCH_BYTES = 400_000_000  # files are grouped up to about this much (about half a million spans)
@@ -69,12 +69,12 @@ class Loaded:
 
 
 def _route(engine, loaded: Loaded) -> per_trace.Traces | str | None:
-    """The batch's traces of another instrumentation read into our span tree (mapped.route), after
+    """The batch's traces of another instrumentation read into our span tree (shares.route), after
     the checks that send a whole input to the per-span path; the reason, where one applies."""
     for reason, sql in coverage.input_checks():
         if engine.scalar(sql):
             return reason
-    traces = mapped.route(engine, batch=True)
+    traces = shares.route(engine, batch=True)
     if isinstance(traces, per_trace.Traces):
         routed = loaded.routed
         routed.spans, routed.bytes_back = routed.spans + traces.spans, routed.bytes_back + traces.bytes_back

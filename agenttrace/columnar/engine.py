@@ -2,9 +2,10 @@
 over trace files, or a ClickHouse store where its spans are (a server, or a chdb folder): the same
 statements, in the store's session, as temporary tables; only the rows of figures come back.
 Traces of another instrumentation are reported one at a time by the per-span code beside them
-(per_trace.py), or, for a summary, read by it into our span tree and put back into the table
-(mapped.py). Returns None (with the reason) when the input needs what the queries do not cover
-(coverage.py), so the caller reports it the per-span way.
+(per_trace.py), or, for a summary, read by it into our span tree (in shares of whole traces, one
+per core: shares.py) and put back into the table (mapped.py). Returns None (with the reason) when
+the input needs what the queries do not cover (coverage.py), so the caller reports it the
+per-span way.
 """
 
 from __future__ import annotations
@@ -17,7 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agenttrace import semconv as sc
-from agenttrace.columnar import batches, coverage, load, mapped, per_trace, readings, records, rows, summary, tree
+from agenttrace.columnar import (
+    batches,
+    coverage,
+    load,
+    mapped,
+    per_trace,
+    readings,
+    records,
+    rows,
+    shares,
+    summary,
+    tree,
+)
 from agenttrace.columnar.assemble import per_span_figures
 from agenttrace.errors import ClickHouseError
 from agenttrace.report.batched import PARTIAL_NOTE, SUMMARY_NOTE
@@ -68,8 +81,9 @@ class Engine:
             self.store = store or connect("chdb:")
         except ClickHouseError as exc:
             raise ColumnarError("the columnar engine needs chdb (pip install 'agenttrace[columnar]')") from exc
+        self.threads = threads or os.cpu_count() or 1  # the engine's, and the processes reading routed traces (shares.py)
         if store is None or threads:  # a server's own setting stands unless asked
-            self.q(f"SET max_threads = {threads or os.cpu_count() or 1}")
+            self.q(f"SET max_threads = {self.threads}")
         if store is None:  # files read, not mapped: chdb maps them, and the mapped pages count as
             self.q("SET storage_file_read_method = 'pread'")  # ours (+0.75 GB at 770 MB; as fast)
         self.next_i = 0  # the input order the next file's first span takes (above every loaded one)
@@ -266,7 +280,7 @@ class Engine:
                 return Outcome(None, reason)
         # a summary's foreign traces join the table as our span tree (the queries compute their
         # figures); a report's are reported by the per-span code beside the queries
-        pending = mapped.route(self) if summarised else per_trace.route(self)
+        pending = shares.route(self) if summarised else per_trace.route(self)
         if isinstance(pending, str):
             return Outcome(None, pending)
         put_back = None

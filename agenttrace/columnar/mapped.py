@@ -6,8 +6,10 @@ compute every trace's figures, theirs too, so no task's figures come back to Pyt
 
 Each span keeps its input order `i`; a span the reading made (a task around a lone call, a step,
 an attempt, a part of a remote call) takes one above every input's (`SYNTHETIC`, then one more
-each), as the per-span path appends them after the input's spans. Values are written as the
-file loader types them (load.py), so a figure reads them as it reads ours.
+each), as the per-span path appends them after the input's spans. Read in shares of whole traces
+(shares.py), a share's made spans follow the share before's: those of one kind, and those of one
+trace, keep the per-span path's order, and a figure compares no others. Values are written as
+the file loader types them (load.py), so a figure reads them as it reads ours.
 
 A span keeps only the attributes the summary's queries read (summary.read_keys). The others are
 mostly what other instrumentations record of the content (prompts, messages, tool arguments and
@@ -24,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agenttrace import semconv as sc
-from agenttrace.columnar.per_trace import Traces, read, take
+from agenttrace.columnar.per_trace import Traces
 from agenttrace.columnar.summary import read_keys
 from agenttrace.traces.span_records import SpanRecord
 
@@ -35,8 +37,11 @@ _COLUMNS = ("i UInt64, trace_id String, parent_id String, span_id String, name S
             "attrs Map(String, String), rounds Array(Tuple(Int64, Int64, Float64, Float64, Int64, Int64))")
 MAKE_STAGED = f"CREATE TEMPORARY TABLE {STAGED} ({_COLUMNS}) ENGINE = Memory"
 # the columns of `spans` (load.py), in its order
-INSERT = f"""INSERT INTO spans SELECT i, cityHash64(trace_id, span_id), cityHash64(trace_id, parent_id), trace_id, span_id,
-  name, kind, status, start_ns, end_ns, run_label, run_id, segment, scope, attrs, rounds, false FROM {STAGED}"""
+# (`offset`: added to the input order of each span the reading made: a share's are numbered from
+# SYNTHETIC, shares.py)
+INSERT = """INSERT INTO spans SELECT if(i >= {made}, i + {offset}, i), cityHash64(trace_id, span_id),
+  cityHash64(trace_id, parent_id), trace_id, span_id, name, kind, status, start_ns, end_ns, run_label, run_id, segment,
+  scope, attrs, rounds, false FROM {staged}"""
 _KINDS = {"PRODUCER": "PRODUCER", "CONSUMER": "CONSUMER", "SERVER": "SERVER"}  # load.py's: every other is OTHER
 _BATCH = 5_000  # spans per insert
 
@@ -114,27 +119,16 @@ def unsaid(spans: Sequence[SpanRecord]) -> str | None:
     return None
 
 
-def route(engine, batch: bool = False) -> Traces | str | None:
-    """For a summary: the traces the queries do not state, dropped from `engine`'s table
-    (per_trace.take) and read by the per-span code into our span tree, to be put back (`put_back`)
-    once the table's own readings are read (Engine.inputs); or the reason the whole input goes to
-    the per-span path (per_trace.take: `batch`). None when there are none."""
-    routed = take(engine, batch)
-    if routed is None or isinstance(routed, str):
-        return routed
-    traces = read(engine, routed, False)
-    if isinstance(traces, str):
-        return traces
-    return unsaid(traces.mapped) or traces
-
-
 def put_back(engine, traces: Traces) -> None:
-    """The routed traces' span tree into `engine`'s `spans`: the queries compute their figures."""
+    """The routed traces' span tree (their rows, per share: shares.py) into `engine`'s `spans`: the
+    queries compute their figures. The spans a share's reading made take the input orders after
+    the last share's (engine.next_synthetic), in the share's order."""
+    for lines, made in traces.rows:
+        engine.drop([STAGED])
+        engine.q(MAKE_STAGED)
+        for batch in batches(lines):
+            engine.insert_rows(STAGED, batch)
+        engine.q(INSERT.format(made=SYNTHETIC, offset=engine.next_synthetic - SYNTHETIC, staged=STAGED))
+        engine.next_synthetic += made
     engine.drop([STAGED])
-    engine.q(MAKE_STAGED)
-    lines, engine.next_synthetic = rows(traces.mapped, traces.order, engine.next_synthetic)
-    for batch in batches(lines):
-        engine.insert_rows(STAGED, batch)
-    engine.q(INSERT)
-    engine.drop([STAGED])
-    traces.mapped, traces.order = [], {}
+    traces.rows = []

@@ -62,8 +62,9 @@ class Traces:
     problems: list[str] = field(default_factory=list)
     spans: int = 0
     bytes_back: int = 0  # the engine's rows that named them (their spans come from the files or the store)
-    mapped: list[SpanRecord] = field(default_factory=list)  # for a summary: our span tree of them (mapped.py)
-    order: Order = field(default_factory=dict)  # for a summary: their spans' input orders
+    # for a summary: our span tree of them as the table's rows, per share (shares.py): the rows,
+    # and how many spans the reading made (numbered from mapped.SYNTHETIC in each share)
+    rows: list[tuple[list[bytes], int]] = field(default_factory=list)
 
 
 def order_of(rows: dict[str, list]) -> Order:
@@ -114,17 +115,6 @@ def store_spans(store, query, order: Order, problems: list[str]) -> list[SpanRec
     return [s for batch in read_traces(store, query, problems, ids=ids) for s in batch]
 
 
-def normalised(spans: list[SpanRecord], order: Order) -> Traces:
-    """The routed traces as our span tree (normalise), each input's reading and the problems the
-    mapping words, for the table (a summary: mapped.py); no figures."""
-    firsts = FirstSeen(order)
-    done = normalise(spans, firsts)
-    out = Traces(seen=firsts.seen, spans=len(spans), order=order)
-    out.problems, out.mapped = done.problems, done.spans
-    out.readings = {r.source: r for r in done.readings}
-    return out
-
-
 def analyse(spans: list[SpanRecord], order: Order) -> Traces:
     """The per-span code's figures of the routed traces (report/build.py's steps), each task keyed
     for the report's order."""
@@ -164,15 +154,17 @@ def take(engine, batch: bool = False) -> Routed | str | None:
     return order, spans, problems, back
 
 
-def read(engine, routed: Routed, figures: bool) -> Traces | str:
-    """The traces `take` found, read by the per-span code: their figures (`analyse`), or (not
-    `figures`) their span tree for the table (`normalised`); the reason the whole input goes to
-    the per-span path when reading them again words a problem."""
+AGAIN = "traces of another instrumentation read again with problems ({problem})"
+
+
+def read(engine, routed: Routed) -> Traces | str:
+    """The figures of the traces `take` found, by the per-span code (`analyse`); the reason the
+    whole input goes to the per-span path when reading them again words a problem."""
     order, spans, problems, back = routed
     got = spans if spans is not None else file_spans(engine.files, order, problems)
     if problems:  # the table read these lines otherwise: one pass words them (none seen)
-        return f"traces of another instrumentation read again with problems ({problems[0][:200]})"
-    traces = analyse(got, order) if figures else normalised(got, order)
+        return AGAIN.format(problem=problems[0][:200])
+    traces = analyse(got, order)
     traces.bytes_back = back
     return traces
 
@@ -186,6 +178,6 @@ def route(engine) -> Future | str | None:
     if routed is None or isinstance(routed, str):
         return routed
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenttrace-per-trace")
-    future = pool.submit(read, engine, routed, True)
+    future = pool.submit(read, engine, routed)
     pool.shutdown(wait=False)  # the thread ends with its work
     return future

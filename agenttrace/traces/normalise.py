@@ -84,6 +84,7 @@ class Normalised:
     spans: list[SpanRecord]
     readings: list[Reading]
     problems: list[str]
+    remote: int = 0  # problems[:remote] are the remote calls' (every trace's come before the structure's)
 
 
 def input_of(span: SpanRecord) -> str:
@@ -184,13 +185,14 @@ def normalise(spans: list[SpanRecord], observe: Observer | None = None) -> Norma
         return Normalised(mapped, list(readings.values()), problems)
     index = SpanIndex(mapped)
     split_remote_generations(index, problems)
+    remote = len(problems)
     for s in list(index):
         if s.segment == sc.Segment.STEP and key_of(s) not in foreign:
             foreign_structure.place_foreign_in_our_steps(index, s, foreign)
     for root in _task_roots(index, foreign):
         foreign_structure.infer_structure(index, root, foreign, problems)
         _collect_inferred(index, index.current(root), readings)
-    return Normalised(index.spans, list(readings.values()), problems)
+    return Normalised(index.spans, list(readings.values()), problems, remote)
 
 
 def _collect_inferred(index: SpanIndex, root: SpanRecord, readings: dict[str, Reading]) -> None:

@@ -1,0 +1,177 @@
+"""Traces of another instrumentation read into our span tree for a summary made in the engine
+(mapped.py puts them back into the table), in shares of whole traces, one per core.
+
+Reading them is the per-span code's work, one span at a time in Python (per_trace.py: the line
+read again, the conventions' mapping, the structure rules, the table's row): about 130 us a span
+of the benchmark's framework traces, 6.5 s for 51k spans, on one core while the engine's
+threads wait. A share is a run of whole traces in the order they first appear in the input (so
+the shares' readings, problems and made spans, one after another, are what one reading of all
+of them gives: see `merged`). The first share is read here; each other one by a Python process
+of its own, started as `python -m agenttrace.columnar.shares`, which reads its traces' lines
+from the files itself and sends back only their rows and readings (pickled, on its stdout). A
+process that fails (killed, or out of memory) costs nothing: its share is read here instead.
+
+A store's routed traces are read by its session in this process (per_trace.take), so they are
+one share: the workers would have to be sent every span.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agenttrace.columnar.mapped import SYNTHETIC, rows, unsaid
+from agenttrace.columnar.per_trace import AGAIN, FileRange, Order, Traces, file_spans, take
+from agenttrace.columnar.readings import FirstSeen, Seen, merged_theirs, trace_starts
+from agenttrace.traces import Reading, normalise
+from agenttrace.traces.span_records import SpanRecord
+from agenttrace.traces.stream import no_gc
+
+# Below this many routed spans, one share: a process's start (its imports) costs ~0.75 s.
+MIN_SPANS = 20_000
+
+
+@dataclass
+class Share:
+    """What reading one share gave: its rows for the table and how many spans the reading made
+    (numbered from SYNTHETIC), each input's reading and where each convention was first met,
+    the problems the mapping worded (the remote calls', then the structure's), its spans, and why
+    the queries would count its tasks otherwise (mapped.unsaid), or the problems met reading its
+    lines again (`again`: then nothing else)."""
+
+    rows: list[bytes] = field(default_factory=list)
+    made: int = 0
+    readings: dict[str, Reading] = field(default_factory=dict)
+    seen: dict[str, Seen] = field(default_factory=dict)
+    remote: list[str] = field(default_factory=list)
+    structure: list[str] = field(default_factory=list)
+    spans: int = 0
+    unsaid: str | None = None
+    again: list[str] = field(default_factory=list)
+
+
+def split(order: Order, n: int) -> list[Order]:
+    """`order`'s traces in `n` runs of about equal spans, in the order the traces first appear."""
+    starts = trace_starts(order)
+    sizes = Counter(t for t, _ in order)
+    done = 0
+    group: dict[str, int] = {}
+    for t in sorted(starts, key=starts.__getitem__):  # a trace goes where its middle span falls
+        group[t] = min(n - 1, int((done + sizes[t] / 2) * n / len(order)))
+        done += sizes[t]
+    out: list[Order] = [{} for _ in range(n)]
+    for key, i in order.items():
+        out[group[key[0]]][key] = i
+    return [o for o in out if o]
+
+
+@no_gc()
+def span_share(spans: list[SpanRecord], order: Order) -> Share:
+    """One share read from its spans: mapped (normalise, each convention's first place noted) and
+    made the table's rows."""
+    firsts = FirstSeen(order)
+    done = normalise(spans, firsts)
+    lines, top = rows(done.spans, order, SYNTHETIC)
+    return Share(lines, top - SYNTHETIC, {r.source: r for r in done.readings}, firsts.seen,
+                 done.problems[:done.remote], done.problems[done.remote:], len(spans), unsaid(done.spans))
+
+
+@no_gc()
+def file_share(files: list[FileRange], order: Order) -> Share:
+    """One share read from the lines of `files` that hold its traces (per_trace.file_spans)."""
+    again: list[str] = []
+    spans = file_spans(files, order, again)
+    return Share(again=again) if again else span_share(spans, order)
+
+
+def _command() -> tuple[list[str], dict[str, str]]:
+    """A worker's command line, and its environment: this agenttrace importable first."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    return [sys.executable, "-m", __name__], {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
+def _in_worker(files: list[FileRange], order: Order) -> Share | None:
+    """A share read by a worker process; None when the worker failed (the caller reads it)."""
+    command, env = _command()
+    try:
+        done = subprocess.run(command, input=pickle.dumps((files, order), pickle.HIGHEST_PROTOCOL), env=env,
+                              capture_output=True, check=False)
+        if done.returncode == 0:
+            share = pickle.loads(done.stdout)
+            if isinstance(share, Share):
+                return share
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        pass
+    return None
+
+
+def read_files(files: list[FileRange], order: Order, processes: int) -> list[Share]:
+    """The routed traces of `files`, in shares (one when they are few, or `processes` is 1)."""
+    parts = split(order, processes) if processes > 1 and len(order) >= MIN_SPANS else [order]
+    if len(parts) == 1:
+        return [file_share(files, order)]
+    with ThreadPoolExecutor(len(parts) - 1, thread_name_prefix="agenttrace-share") as pool:
+        pending = [pool.submit(_in_worker, files, part) for part in parts[1:]]
+        first = file_share(files, parts[0])
+        others = [f.result() for f in pending]
+    return [first, *(s if s is not None else file_share(files, p) for s, p in zip(others, parts[1:], strict=True))]
+
+
+def merged(shares: list[Share]) -> Traces | str:
+    """The shares as one reading of all their traces: rows share after share, each input's
+    reading and first places merged in order (readings.merged_theirs), the remote calls'
+    problems before the structure's (as normalise words them); or the reason the whole input
+    goes to the per-span path."""
+    again = next((s.again for s in shares if s.again), None)
+    if again:
+        return AGAIN.format(problem=again[0][:200])
+    why = next((s.unsaid for s in shares if s.unsaid), None)
+    if why:
+        return why
+    pairs: dict[str, tuple[Reading, Seen]] = {}
+    for s in shares:
+        for source, reading in s.readings.items():
+            pairs[source] = merged_theirs(pairs.get(source), (reading, s.seen.get(source) or Seen()))
+    out = Traces(spans=sum(s.spans for s in shares), rows=[(s.rows, s.made) for s in shares])
+    out.readings = {source: r for source, (r, _) in pairs.items()}
+    out.seen = {source: seen for source, (_, seen) in pairs.items()}
+    out.problems = [p for s in shares for p in s.remote] + [p for s in shares for p in s.structure]
+    return out
+
+
+def route(engine, batch: bool = False) -> Traces | str | None:
+    """For a summary: the traces the queries do not state, dropped from `engine`'s table
+    (per_trace.take) and read into our span tree as the table's rows, to be put back
+    (mapped.put_back) once the table's own readings are read (Engine.inputs); or the reason the
+    whole input goes to the per-span path (per_trace.take: `batch`). None when there are none."""
+    routed = take(engine, batch)
+    if routed is None or isinstance(routed, str):
+        return routed
+    order, spans, problems, back = routed
+    if problems:  # the store's rows of them read otherwise than the table's
+        return AGAIN.format(problem=problems[0][:200])
+    shares = [span_share(spans, order)] if spans is not None else read_files(engine.files, order, engine.threads)
+    traces = merged(shares)
+    if isinstance(traces, Traces):
+        traces.bytes_back = back
+    return traces
+
+
+def _main() -> None:
+    """A worker: (files, order) pickled on stdin, its Share pickled on stdout."""
+    files, order = pickle.loads(sys.stdin.buffer.read())
+    share = file_share(files, order)
+    sys.stdout.buffer.write(pickle.dumps(share, pickle.HIGHEST_PROTOCOL))
+
+
+if __name__ == "__main__":  # run as a script, this module is __main__: its Share pickled under its own name
+    from agenttrace.columnar.shares import _main as main
+
+    main()

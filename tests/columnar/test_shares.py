@@ -1,0 +1,78 @@
+"""Other instrumentations' traces read for a summary in shares of whole traces, one per core
+(columnar/shares.py): the shares hold whole traces in the order they first appear, worker
+processes read theirs from the files, and the summary is the one a single reading gives, the
+per-span path's; a worker that fails costs nothing."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("chdb")
+
+from agenttrace.columnar import shares
+from agenttrace.columnar.engine import report_files
+from agenttrace.report.build import report_streamed
+
+ROOT = Path(__file__).resolve().parents[2]
+FRAMEWORKS = ROOT / "traces" / "frameworks"
+
+
+def test_shares_are_runs_of_whole_traces_in_the_order_they_first_appear():
+    # trace t{k} first appears at 10k, its spans spread out: t2's first span comes before t1's last
+    order = {}
+    for k, size in enumerate([5, 1, 3, 3, 1, 7]):
+        for n in range(size):
+            order[(f"t{k}", f"s{n}")] = 10 * k + 25 * n
+    parts = shares.split(order, 3)
+    assert sum(len(p) for p in parts) == len(order) and len(parts) == 3
+    traces = [sorted({t for t, _ in p}) for p in parts]
+    # whole traces, runs in first-appearance order, each where its middle span falls (6, 7, 7 spans)
+    assert traces == [["t0", "t1"], ["t2", "t3", "t4"], ["t5"]]
+    assert shares.split(order, 1) == [order]
+    assert shares.split({("t", "s"): 0}, 4) == [{("t", "s"): 0}]  # never an empty share
+
+
+@pytest.fixture(scope="module")
+def frameworks(tmp_path_factory) -> Path:
+    """Every framework's trace (OpenInference, OpenLLMetry, GenAI, ADK, ...) beside our demo's."""
+    folder = tmp_path_factory.mktemp("frameworks")
+    for f in [ROOT / "traces" / "samples" / "demo-speculative.jsonl", *FRAMEWORKS.glob("*.jsonl")]:
+        shutil.copy(f, folder / f.name)
+    return folder
+
+
+def _figures(report) -> dict:
+    doc = report.model_dump(mode="json")
+    return {k: doc[k] for k in ("run", "by_label", "whatif", "roofline", "inputs", "problems")}
+
+
+def _count_workers(monkeypatch) -> list[bool]:
+    """Whether each worker process gave its share (False: it failed, and its share was read here)."""
+    ran: list[bool] = []
+    monkeypatch.setattr(shares, "_in_worker", lambda files, order, f=shares._in_worker: ran.append(
+        (got := f(files, order)) is not None) or got)
+    return ran
+
+
+def test_a_summary_read_in_shares_by_worker_processes_is_the_per_span_paths(frameworks, monkeypatch):
+    monkeypatch.setattr(shares, "MIN_SPANS", 0)
+    ran = _count_workers(monkeypatch)
+    ref = _figures(report_streamed([str(frameworks)]))
+    outcome = report_files([frameworks], threads=3, summary_only=True)
+    assert outcome.reason is None and outcome.per_trace_spans > 0
+    assert ran == [True, True]  # two worker processes, the third share read here
+    assert _figures(outcome.report) == ref
+    assert any(i.inferred for i in outcome.report.inputs) and any(i.left_out for i in outcome.report.inputs)
+
+
+def test_a_worker_that_fails_costs_nothing(frameworks, monkeypatch):
+    monkeypatch.setattr(shares, "MIN_SPANS", 0)
+    monkeypatch.setattr(shares, "_command", lambda: ([sys.executable, "-c", "import sys; sys.exit(3)"], {}))
+    ran = _count_workers(monkeypatch)
+    outcome = report_files([frameworks], threads=2, summary_only=True)
+    assert ran == [False] and outcome.reason is None
+    assert _figures(outcome.report) == _figures(report_streamed([str(frameworks)]))
