@@ -280,7 +280,7 @@ class Engine:
                 return Outcome(None, reason)
         # a summary's foreign traces join the table as our span tree (the queries compute their
         # figures); a report's are reported by the per-span code beside the queries
-        pending = shares.route(self) if summarised else per_trace.route(self)
+        pending = shares.route(self) if summarised else shares.route_figures(self)
         if isinstance(pending, str):
             return Outcome(None, pending)
         put_back = None

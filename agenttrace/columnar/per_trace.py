@@ -9,7 +9,8 @@ foreign agent inside our step made a delegation). Those rules walk a trace's spa
 rewrite its tree; they are not said in SQL here. Such traces are read again where the table was
 loaded from (the file lines that hold them, or the store's rows of those trace ids), so each span
 keeps everything it had and its source line, and go through the per-span report's own code
-(normalise, SpanTree, task_figures); the engine drops them from its table and computes the rest.
+(normalise, SpanTree, task_figures), in shares of whole traces (shares.py: one per core); the
+engine drops them from its table and computes the rest.
 Their tasks join the queries' in the report's order (start, then input order); each input's
 reading (conventions, spans per segment, what was left out) is the two parts' sum (readings.py).
 """
@@ -17,18 +18,17 @@ reading (conventions, spans per segment, what was left out) is the two parts' su
 from __future__ import annotations
 
 from bisect import bisect_right
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agenttrace.columnar import coverage
 from agenttrace.columnar.coverage import FOREIGN
 from agenttrace.columnar.load import LINE_STRIDE
-from agenttrace.columnar.readings import FirstSeen, Seen, trace_starts
+from agenttrace.columnar.readings import Seen, trace_starts
 from agenttrace.errors import JSONError
 from agenttrace.report.figures import TaskAnalysis, agent_roots, orphan_steps, partial_task, task_figures
 from agenttrace.report.span_tree import SpanTree
-from agenttrace.traces import Reading, normalise
+from agenttrace.traces import Reading
 from agenttrace.traces.span_records import SpanRecord, break_cycles, checked
 
 ROUTED = "routed"  # the temporary table of the routed traces' ids
@@ -115,27 +115,23 @@ def store_spans(store, query, order: Order, problems: list[str]) -> list[SpanRec
     return [s for batch in read_traces(store, query, problems, ids=ids) for s in batch]
 
 
-def analyse(spans: list[SpanRecord], order: Order) -> Traces:
-    """The per-span code's figures of the routed traces (report/build.py's steps), each task keyed
-    for the report's order."""
-    firsts = FirstSeen(order)
-    normalised = normalise(spans, firsts)
-    out = Traces(seen=firsts.seen, spans=len(spans))
-    tree = SpanTree(normalised.spans)
-    out.problems = normalised.problems + tree.problems
+def task_figures_of(spans: list[SpanRecord], order: Order) -> tuple[Traces, list[str]]:
+    """The per-span code's figures of routed traces already mapped (normalise's spans; report/
+    build.py's steps), each task keyed for the report's order, and the problems the span tree words."""
+    out = Traces()
+    tree = SpanTree(spans)
     for root in agent_roots(tree):
         # a task inferred around a lone call is that call's (normalise: "{span}.task")
         i = order.get((root.trace_id, root.span_id), order.get((root.trace_id, root.span_id.split(".")[0]), 0))
         out.tasks.append(((root.start_ns, i), task_figures(tree, root)))
     out.partial = [partial_task(tree, steps) for steps in orphan_steps(tree)]
-    out.readings = {r.source: r for r in normalised.readings}
-    return out
+    return out, tree.problems
 
 
 def take(engine, batch: bool = False) -> Routed | str | None:
     """The traces the queries do not state (coverage.trace_checks), dropped from the table: their
     input orders, their spans when a store's (read here: its session serves one statement at a
-    time; files' are read again by `read`), the problems met reading them, and the bytes
+    time; files' are read again by shares.py), the problems met reading them, and the bytes
     that named them. None when there are none; the reason the whole input goes to the
     per-span path when every trace is one (unless the table holds a `batch` of the input)."""
     if not engine.scalar(f"SELECT count() FROM spans WHERE {FOREIGN}"):
@@ -155,29 +151,3 @@ def take(engine, batch: bool = False) -> Routed | str | None:
 
 
 AGAIN = "traces of another instrumentation read again with problems ({problem})"
-
-
-def read(engine, routed: Routed) -> Traces | str:
-    """The figures of the traces `take` found, by the per-span code (`analyse`); the reason the
-    whole input goes to the per-span path when reading them again words a problem."""
-    order, spans, problems, back = routed
-    got = spans if spans is not None else file_spans(engine.files, order, problems)
-    if problems:  # the table read these lines otherwise: one pass words them (none seen)
-        return AGAIN.format(problem=problems[0][:200])
-    traces = analyse(got, order)
-    traces.bytes_back = back
-    return traces
-
-
-def route(engine) -> Future | str | None:
-    """The routed traces (`take`) reported by the per-span code in a thread of their own
-    while the queries run (the engine lets go of the GIL): a Future of their Traces, or of the
-    reason the whole input goes to the per-span path. None when there are none; the reason,
-    straight away, when every trace is one."""
-    routed = take(engine)
-    if routed is None or isinstance(routed, str):
-        return routed
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenttrace-per-trace")
-    future = pool.submit(read, engine, routed)
-    pool.shutdown(wait=False)  # the thread ends with its work
-    return future

@@ -1,15 +1,17 @@
-"""Traces of another instrumentation read into our span tree for a summary made in the engine
-(mapped.py puts them back into the table), in shares of whole traces, one per core.
+"""Traces of another instrumentation read by the per-span code (per_trace.py), in shares of whole
+traces, one per core: for a summary made in the engine, into our span tree as the table's rows
+(mapped.py puts them back); for a report, into their tasks' figures.
 
-Reading them is the per-span code's work, one span at a time in Python (per_trace.py: the line
-read again, the conventions' mapping, the structure rules, the table's row): about 130 us a span
-of the benchmark's framework traces, 6.5 s for 51k spans, on one core while the engine's
-threads wait. A share is a run of whole traces in the order they first appear in the input (so
-the shares' readings, problems and made spans, one after another, are what one reading of all
-of them gives: see `merged`). The first share is read here; each other one by a Python process
-of its own, started as `python -m agenttrace.columnar.shares`, which reads its traces' lines
-from the files itself and sends back only their rows and readings (pickled, on its stdout). A
-process that fails (killed, or out of memory) costs nothing: its share is read here instead.
+Reading them is Python, one span at a time (the line read again, the conventions' mapping, the
+structure rules, then the table's row or the figures): about 130 us a span of the benchmark's
+framework traces, 6.5 s for 51k spans on one core. A share is a run of whole traces in the order
+they first appear in the input, so the shares' readings, problems, tasks and made spans, one
+after another, are what one reading of all of them gives (`merged`). Each share is read by a
+Python process of its own, started as `python -m agenttrace.columnar.shares`, which reads its
+traces' lines from the files itself and sends back only its rows or figures and its readings
+(pickled, on its stdout); for a summary, whose queries wait for them, the first share is read in
+this process meanwhile. A process that fails (killed, or out of memory) costs nothing: its share
+is read here instead.
 
 A store's routed traces are read by its session in this process (per_trace.take), so they are
 one share: the workers would have to be sent every span.
@@ -22,12 +24,12 @@ import pickle
 import subprocess
 import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agenttrace.columnar.mapped import SYNTHETIC, rows, unsaid
-from agenttrace.columnar.per_trace import AGAIN, FileRange, Order, Traces, file_spans, take
+from agenttrace.columnar.per_trace import AGAIN, FileRange, Order, Routed, Traces, file_spans, take, task_figures_of
 from agenttrace.columnar.readings import FirstSeen, Seen, merged_theirs, trace_starts
 from agenttrace.traces import Reading, normalise
 from agenttrace.traces.span_records import SpanRecord
@@ -39,20 +41,23 @@ MIN_SPANS = 20_000
 
 @dataclass
 class Share:
-    """What reading one share gave: its rows for the table and how many spans the reading made
-    (numbered from SYNTHETIC), each input's reading and where each convention was first met,
-    the problems the mapping worded (the remote calls', then the structure's), its spans, and why
-    the queries would count its tasks otherwise (mapped.unsaid), or the problems met reading its
-    lines again (`again`: then nothing else)."""
+    """What reading one share gave: for a summary its rows for the table and how many spans the
+    reading made (numbered from SYNTHETIC), and why the queries would count its tasks otherwise
+    (mapped.unsaid); for a report its tasks' figures (per_trace.Traces: keyed tasks, partial ones);
+    each input's reading and where each convention was first met; the problems worded (the remote
+    calls', the structure's, the span tree's); its spans; or the problems met reading its lines
+    again (`again`: then nothing else)."""
 
     rows: list[bytes] = field(default_factory=list)
     made: int = 0
+    unsaid: str | None = None
+    figures: Traces | None = None
     readings: dict[str, Reading] = field(default_factory=dict)
     seen: dict[str, Seen] = field(default_factory=dict)
     remote: list[str] = field(default_factory=list)
     structure: list[str] = field(default_factory=list)
+    tree: list[str] = field(default_factory=list)
     spans: int = 0
-    unsaid: str | None = None
     again: list[str] = field(default_factory=list)
 
 
@@ -72,22 +77,27 @@ def split(order: Order, n: int) -> list[Order]:
 
 
 @no_gc()
-def span_share(spans: list[SpanRecord], order: Order) -> Share:
-    """One share read from its spans: mapped (normalise, each convention's first place noted) and
-    made the table's rows."""
+def span_share(spans: list[SpanRecord], order: Order, figures: bool) -> Share:
+    """One share read from its spans: mapped (normalise, each convention's first place noted),
+    then its tasks' figures (`figures`) or the table's rows."""
     firsts = FirstSeen(order)
     done = normalise(spans, firsts)
-    lines, top = rows(done.spans, order, SYNTHETIC)
-    return Share(lines, top - SYNTHETIC, {r.source: r for r in done.readings}, firsts.seen,
-                 done.problems[:done.remote], done.problems[done.remote:], len(spans), unsaid(done.spans))
+    share = Share(readings={r.source: r for r in done.readings}, seen=firsts.seen, remote=done.problems[:done.remote],
+                  structure=done.problems[done.remote:], spans=len(spans))
+    if figures:
+        share.figures, share.tree = task_figures_of(done.spans, order)
+    else:
+        share.rows, top = rows(done.spans, order, SYNTHETIC)
+        share.made, share.unsaid = top - SYNTHETIC, unsaid(done.spans)
+    return share
 
 
 @no_gc()
-def file_share(files: list[FileRange], order: Order) -> Share:
+def file_share(files: list[FileRange], order: Order, figures: bool) -> Share:
     """One share read from the lines of `files` that hold its traces (per_trace.file_spans)."""
     again: list[str] = []
     spans = file_spans(files, order, again)
-    return Share(again=again) if again else span_share(spans, order)
+    return Share(again=again) if again else span_share(spans, order, figures)
 
 
 def _command() -> tuple[list[str], dict[str, str]]:
@@ -97,11 +107,11 @@ def _command() -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-m", __name__], {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
 
 
-def _in_worker(files: list[FileRange], order: Order) -> Share | None:
+def _in_worker(files: list[FileRange], order: Order, figures: bool) -> Share | None:
     """A share read by a worker process; None when the worker failed (the caller reads it)."""
     command, env = _command()
     try:
-        done = subprocess.run(command, input=pickle.dumps((files, order), pickle.HIGHEST_PROTOCOL), env=env,
+        done = subprocess.run(command, input=pickle.dumps((files, order, figures), pickle.HIGHEST_PROTOCOL), env=env,
                               capture_output=True, check=False)
         if done.returncode == 0:
             share = pickle.loads(done.stdout)
@@ -112,23 +122,26 @@ def _in_worker(files: list[FileRange], order: Order) -> Share | None:
     return None
 
 
-def read_files(files: list[FileRange], order: Order, processes: int) -> list[Share]:
-    """The routed traces of `files`, in shares (one when they are few, or `processes` is 1)."""
+def read_files(files: list[FileRange], order: Order, processes: int, figures: bool) -> list[Share]:
+    """The routed traces of `files`, in shares (one, read here, when they are few or `processes`
+    is 1); for a summary (not `figures`) the first share is read here."""
     parts = split(order, processes) if processes > 1 and len(order) >= MIN_SPANS else [order]
     if len(parts) == 1:
-        return [file_share(files, order)]
-    with ThreadPoolExecutor(len(parts) - 1, thread_name_prefix="agenttrace-share") as pool:
-        pending = [pool.submit(_in_worker, files, part) for part in parts[1:]]
-        first = file_share(files, parts[0])
+        return [file_share(files, order, figures)]
+    here = 0 if figures else 1
+    with ThreadPoolExecutor(len(parts) - here, thread_name_prefix="agenttrace-share") as pool:
+        pending = [pool.submit(_in_worker, files, part, figures) for part in parts[here:]]
+        first = [] if figures else [file_share(files, parts[0], figures)]
         others = [f.result() for f in pending]
-    return [first, *(s if s is not None else file_share(files, p) for s, p in zip(others, parts[1:], strict=True))]
+    return [*first, *(s if s is not None else file_share(files, p, figures)
+                      for s, p in zip(others, parts[here:], strict=True))]
 
 
 def merged(shares: list[Share]) -> Traces | str:
-    """The shares as one reading of all their traces: rows share after share, each input's
-    reading and first places merged in order (readings.merged_theirs), the remote calls'
-    problems before the structure's (as normalise words them); or the reason the whole input
-    goes to the per-span path."""
+    """The shares as one reading of all their traces: rows share after share, or tasks and
+    partial tasks; each input's reading and first places merged in order (readings.merged_theirs);
+    the remote calls' problems, then the structure's, then the span tree's (as one reading words
+    them); or the reason the whole input goes to the per-span path."""
     again = next((s.again for s in shares if s.again), None)
     if again:
         return AGAIN.format(problem=again[0][:200])
@@ -139,11 +152,29 @@ def merged(shares: list[Share]) -> Traces | str:
     for s in shares:
         for source, reading in s.readings.items():
             pairs[source] = merged_theirs(pairs.get(source), (reading, s.seen.get(source) or Seen()))
-    out = Traces(spans=sum(s.spans for s in shares), rows=[(s.rows, s.made) for s in shares])
+    out = Traces(spans=sum(s.spans for s in shares), rows=[(s.rows, s.made) for s in shares if s.figures is None])
+    for s in shares:
+        if s.figures is not None:
+            out.tasks += s.figures.tasks
+            out.partial += s.figures.partial
     out.readings = {source: r for source, (r, _) in pairs.items()}
     out.seen = {source: seen for source, (_, seen) in pairs.items()}
-    out.problems = [p for s in shares for p in s.remote] + [p for s in shares for p in s.structure]
+    out.problems = [p for phase in ("remote", "structure", "tree") for s in shares for p in getattr(s, phase)]
     return out
+
+
+def _read(engine, routed: Routed, figures: bool) -> Traces | str:
+    """The routed traces `take` found, read in shares and merged; the reason the whole input goes to
+    the per-span path when reading them again words a problem."""
+    order, spans, problems, back = routed
+    if problems:  # the store's rows of them read otherwise than the table's
+        return AGAIN.format(problem=problems[0][:200])
+    shares = ([span_share(spans, order, figures)] if spans is not None else
+              read_files(engine.files, order, engine.threads, figures))
+    traces = merged(shares)
+    if isinstance(traces, Traces):
+        traces.bytes_back = back
+    return traces
 
 
 def route(engine, batch: bool = False) -> Traces | str | None:
@@ -154,20 +185,27 @@ def route(engine, batch: bool = False) -> Traces | str | None:
     routed = take(engine, batch)
     if routed is None or isinstance(routed, str):
         return routed
-    order, spans, problems, back = routed
-    if problems:  # the store's rows of them read otherwise than the table's
-        return AGAIN.format(problem=problems[0][:200])
-    shares = [span_share(spans, order)] if spans is not None else read_files(engine.files, order, engine.threads)
-    traces = merged(shares)
-    if isinstance(traces, Traces):
-        traces.bytes_back = back
-    return traces
+    return _read(engine, routed, False)
+
+
+def route_figures(engine) -> Future | str | None:
+    """For a report: the routed traces (`take`) read into their tasks' figures by a thread of
+    their own (its shares by worker processes) while the queries run (the engine lets go of the
+    GIL): a Future of their Traces, or of the reason the whole input goes to the per-span path.
+    None when there are none; the reason, straight away, when every trace is one."""
+    routed = take(engine)
+    if routed is None or isinstance(routed, str):
+        return routed
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenttrace-per-trace")
+    future = pool.submit(_read, engine, routed, True)
+    pool.shutdown(wait=False)  # the thread ends with its work
+    return future
 
 
 def _main() -> None:
-    """A worker: (files, order) pickled on stdin, its Share pickled on stdout."""
-    files, order = pickle.loads(sys.stdin.buffer.read())
-    share = file_share(files, order)
+    """A worker: (files, order, figures) pickled on stdin, its Share pickled on stdout."""
+    files, order, figures = pickle.loads(sys.stdin.buffer.read())
+    share = file_share(files, order, figures)
     sys.stdout.buffer.write(pickle.dumps(share, pickle.HIGHEST_PROTOCOL))
 
 

@@ -1,7 +1,7 @@
-"""Other instrumentations' traces read for a summary in shares of whole traces, one per core
-(columnar/shares.py): the shares hold whole traces in the order they first appear, worker
-processes read theirs from the files, and the summary is the one a single reading gives, the
-per-span path's; a worker that fails costs nothing."""
+"""Other instrumentations' traces read in shares of whole traces, one per core (columnar/shares.py):
+the shares hold whole traces in the order they first appear, worker processes read theirs from
+the files, and the summary or report is the one a single reading gives, the per-span path's; a
+worker that fails costs nothing."""
 
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def _figures(report) -> dict:
 def _count_workers(monkeypatch) -> list[bool]:
     """Whether each worker process gave its share (False: it failed, and its share was read here)."""
     ran: list[bool] = []
-    monkeypatch.setattr(shares, "_in_worker", lambda files, order, f=shares._in_worker: ran.append(
-        (got := f(files, order)) is not None) or got)
+    monkeypatch.setattr(shares, "_in_worker", lambda files, order, figures, f=shares._in_worker: ran.append(
+        (got := f(files, order, figures)) is not None) or got)
     return ran
 
 
@@ -69,10 +69,23 @@ def test_a_summary_read_in_shares_by_worker_processes_is_the_per_span_paths(fram
     assert any(i.inferred for i in outcome.report.inputs) and any(i.left_out for i in outcome.report.inputs)
 
 
+def test_a_report_read_in_shares_by_worker_processes_is_the_per_span_paths(frameworks, monkeypatch):
+    # a report's shares are all read by workers (this process runs the queries meanwhile), their
+    # tasks join the queries' in the report's order
+    monkeypatch.setattr(shares, "MIN_SPANS", 0)
+    ran = _count_workers(monkeypatch)
+    outcome = report_files([frameworks], threads=2)
+    assert outcome.reason is None and outcome.per_trace_spans > 0 and ran == [True, True]
+    assert outcome.report.model_dump_json() == report_streamed([str(frameworks)]).model_dump_json()
+
+
 def test_a_worker_that_fails_costs_nothing(frameworks, monkeypatch):
     monkeypatch.setattr(shares, "MIN_SPANS", 0)
     monkeypatch.setattr(shares, "_command", lambda: ([sys.executable, "-c", "import sys; sys.exit(3)"], {}))
     ran = _count_workers(monkeypatch)
+    ref = report_streamed([str(frameworks)])
     outcome = report_files([frameworks], threads=2, summary_only=True)
     assert ran == [False] and outcome.reason is None
-    assert _figures(outcome.report) == _figures(report_streamed([str(frameworks)]))
+    assert _figures(outcome.report) == _figures(ref)
+    outcome = report_files([frameworks], threads=2)
+    assert ran == [False, False, False] and outcome.report.model_dump_json() == ref.model_dump_json()
