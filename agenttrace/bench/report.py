@@ -54,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"--sample on those: the run figures as aggregates in the engine) "
                         f"(default: {','.join(DEFAULT_PATHS)})")
     p.add_argument("--json", action="store_true",
-                   help='print a list of records {"spans", "path", "load_s", "analyse_s", "peak_mb"}')
+                   help='print a list of records {"spans", "path", "load_s", "analyse_s", "peak_mb"} (and '
+                        '"workers_peak_mb": the largest peak of the processes that read other instrumentations\' traces)')
     p.add_argument("--foreign", type=int, default=0, metavar="COPIES",
                    help="append the recorded framework traces (traces/frameworks: other instrumentations') this many "
                         "times, fresh trace ids each (bench/mixed.py)")
@@ -159,7 +160,8 @@ def _measure_columnar(path: str, clock, store: str | None = None, sample: int | 
             return {"spans": sum(i.spans for i in outcome.report.inputs), "tasks": outcome.report.run.tasks,
                     "load_s": 0.0, "analyse_s": elapsed_s(clock, t0),
                     "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                    "problems": len(outcome.report.problems), "bytes_back": outcome.bytes_back}
+                    "problems": len(outcome.report.problems), "bytes_back": outcome.bytes_back,
+                    "workers_peak_mb": outcome.workers_peak_mb}
     if store:
         engine = Engine(store=connect(store))
         inputs = engine.load_store(ClickHouseQuery(store, "otel_traces"))
@@ -174,7 +176,8 @@ def _measure_columnar(path: str, clock, store: str | None = None, sample: int | 
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"spans": sum(i.spans for i in inputs), "tasks": report.run.tasks + report.run.partial_tasks,
             "load_s": (t1 - t0) / 1e9, "analyse_s": elapsed_s(clock, t1), "peak_mb": peak_mb,
-            "problems": len(report.problems), "bytes_back": outcome.bytes_back}
+            "problems": len(report.problems), "bytes_back": outcome.bytes_back,
+            "workers_peak_mb": outcome.workers_peak_mb}
 
 
 def fill_store(path: str, store: str) -> int:
@@ -197,10 +200,12 @@ class Row:
     analyse_s: float
     peak_mb: float
     bytes_back: int | None = None  # columnar: the rows' bytes that came back to Python
+    workers_peak_mb: float = 0.0  # columnar: the largest peak of the processes that read other instrumentations' traces
 
 
 def _child(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "agenttrace.bench.report", *args], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "agenttrace.bench.report", *args], check=False, capture_output=True,
+                          text=True)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -254,8 +259,9 @@ def run(args: argparse.Namespace) -> int:
                 console.print(f"[red]measuring {path} ({mode}) failed:[/]\n{exc}")
                 return 1
             rows.append(Row(int(m["spans"]), mode, size_mb, int(m["tasks"]), m["load_s"], m["analyse_s"],
-                            m["peak_mb"], m.get("bytes_back")))
-            console.print(f"  {mode}: {m['load_s'] + m['analyse_s']:.1f} s, {m['peak_mb']:.0f} MB peak")
+                            m["peak_mb"], m.get("bytes_back"), m.get("workers_peak_mb") or 0.0))
+            workers = f" (+ up to {rows[-1].workers_peak_mb:.0f} MB in each worker process)" if rows[-1].workers_peak_mb else ""
+            console.print(f"  {mode}: {m['load_s'] + m['analyse_s']:.1f} s, {m['peak_mb']:.0f} MB peak{workers}")
         if not args.keep:
             if big:
                 shutil_rmtree(path)
@@ -268,7 +274,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{"spans": r.spans, "path": r.path, "load_s": round(r.load_s, 3), "analyse_s": round(r.analyse_s, 3),
                            "peak_mb": round(r.peak_mb, 1), "file_mb": round(r.file_mb, 1),
-                           **({"bytes_back_share": round(r.bytes_back / (r.file_mb * 1e6), 4)} if r.bytes_back else {})}
+                           **({"bytes_back_share": round(r.bytes_back / (r.file_mb * 1e6), 4)} if r.bytes_back else {}),
+                           **({"workers_peak_mb": round(r.workers_peak_mb, 1)} if r.workers_peak_mb else {})}
                           for r in rows], indent=2))
     else:
         _table(console, rows, Table)

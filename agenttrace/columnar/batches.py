@@ -79,6 +79,7 @@ def _route(engine, loaded: Loaded) -> per_trace.Traces | str | None:
         routed = loaded.routed
         routed.spans, routed.bytes_back = routed.spans + traces.spans, routed.bytes_back + traces.bytes_back
         routed.problems += traces.problems
+        routed.workers_peak_mb = max(routed.workers_peak_mb, traces.workers_peak_mb)
     return traces
 
 

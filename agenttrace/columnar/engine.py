@@ -54,6 +54,7 @@ class Outcome:
     bytes_back: int = 0  # bytes of the rows that came back to Python
     per_span_tasks: int = 0  # tasks whose figures the per-span code made (coverage.per_span_tasks)
     per_trace_spans: int = 0  # spans of the traces the per-span code reported (per_trace.py)
+    workers_peak_mb: float = 0.0  # the largest peak of the worker processes that read them (shares.py)
 
 
 _LAST = (1 << 64) - 1  # the highest input order
@@ -362,6 +363,7 @@ def _counted(outcome: Outcome, traces: per_trace.Traces | None) -> Outcome:
     """The outcome counting the spans of the traces the per-span code read, and their bytes."""
     if traces is not None:
         outcome.per_trace_spans, outcome.bytes_back = traces.spans, outcome.bytes_back + traces.bytes_back
+        outcome.workers_peak_mb = traces.workers_peak_mb
     return outcome
 
 

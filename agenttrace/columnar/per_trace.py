@@ -18,6 +18,8 @@ reading (conventions, spans per segment, what was left out) is the two parts' su
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,45 +67,67 @@ class Traces:
     # for a summary: our span tree of them as the table's rows, per share (shares.py): the rows,
     # and how many spans the reading made (numbered from mapped.SYNTHETIC in each share)
     rows: list[tuple[list[bytes], int]] = field(default_factory=list)
+    workers_peak_mb: float = 0.0  # the largest peak of the processes that read them (shares.py)
 
 
 def order_of(rows: dict[str, list]) -> Order:
     return {(t, s): i for t, s, i in zip(rows["trace_id"], rows["span_id"], rows["i"], strict=True)}
 
 
-def file_spans(files: list[FileRange], order: Order, problems: list[str]) -> list[SpanRecord]:
+def file_traces(files: list[FileRange], order: Order, problems: list[str], spans_per_batch: int) -> Iterator[list[SpanRecord]]:
     """The routed traces' spans, read again by the per-span reader from the lines that hold them
     (a line's number in the table is its place among the file's non-blank lines, as the reader
-    counts them), trace by trace in the order each trace first appears (as the per-span path's
-    reader hands whole traces on, traces/stream.py), each trace's spans in input order."""
+    counts them), in batches of whole traces of about `spans_per_batch` spans: trace by trace in
+    the order each trace first appears (as the per-span path's reader hands whole traces on,
+    traces/stream.py), each trace's spans in input order. A trace is handed on once all the spans
+    the table counted of it are read, so only the traces not yet whole are held. Stops at the
+    first problem (the table read these lines otherwise)."""
     from agenttrace.traces.stream import file_lines, line_spans
 
-    traces = {t for t, _ in order}
+    sizes = Counter(t for t, _ in order)
+    starts = trace_starts(order)
+    ranked = sorted(starts, key=starts.__getitem__)
     firsts = [f.first for f in files]  # ascending: each file's spans follow the last one's
     lines: dict[int, set[int]] = {}
     for i in order.values():
         n = bisect_right(firsts, i) - 1
         lines.setdefault(n, set()).add((i - files[n].first) // LINE_STRIDE)
-    out: list[SpanRecord] = []
+    held: dict[str, list[SpanRecord]] = {}
+    up, batch = 0, []  # ranked[up]: the next trace to hand on
     for n, f in enumerate(files):
         wanted = lines.get(n)
         if not wanted:
             continue
         for k, (line_no, line) in enumerate(file_lines(f.path)):
-            if k in wanted:
-                where = f"{f.path}:{line_no}"
-                try:
-                    read = checked(line_spans(line, where, problems), problems)
-                except (JSONError, TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
-                    problems.append(f"{where}: {type(exc).__name__}: {str(exc)[:200]}")  # (the table read it)
+            if k not in wanted:
+                continue
+            where = f"{f.path}:{line_no}"
+            try:
+                read = checked(line_spans(line, where, problems), problems)
+            except (JSONError, TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+                problems.append(f"{where}: {type(exc).__name__}: {str(exc)[:200]}")  # (the table read it)
+            if problems:
+                return
+            for s in read:
+                if s.trace_id not in sizes:
                     continue
-                out += [s for s in read if s.trace_id in traces]
-    rank: dict[str, int] = {}
-    for s in out:
-        rank.setdefault(s.trace_id, len(rank))
-    out.sort(key=lambda s: rank[s.trace_id])
-    break_cycles(out, problems)
-    return out
+                # a span the table did not count, or of a trace handed on already: read otherwise
+                if (s.trace_id, s.span_id) not in order or up == len(ranked) or starts[s.trace_id] < starts[ranked[up]]:
+                    problems.append(f"{where}: a span of trace {s.trace_id} the table did not count")
+                    return
+                held.setdefault(s.trace_id, []).append(s)
+            while up < len(ranked) and len(held.get(ranked[up], ())) >= sizes[ranked[up]]:
+                batch += held.pop(ranked[up])
+                up += 1
+            if len(batch) >= spans_per_batch:
+                break_cycles(batch, problems)
+                yield batch
+                batch = []
+    for t in ranked[up:]:  # (none: every trace's spans were counted)
+        batch += held.pop(t, [])
+    if batch:
+        break_cycles(batch, problems)
+        yield batch
 
 
 def store_spans(store, query, order: Order, problems: list[str]) -> list[SpanRecord]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agenttrace.columnar.mapped import SYNTHETIC, rows, unsaid
-from agenttrace.columnar.per_trace import AGAIN, FileRange, Order, Routed, Traces, file_spans, take, task_figures_of
+from agenttrace.columnar.per_trace import AGAIN, FileRange, Order, Routed, Traces, file_traces, take, task_figures_of
 from agenttrace.columnar.readings import FirstSeen, Seen, merged_theirs, trace_starts
 from agenttrace.traces import Reading, normalise
 from agenttrace.traces.span_records import SpanRecord
@@ -37,6 +37,9 @@ from agenttrace.traces.stream import no_gc
 
 # Below this many routed spans, one share: a process's start (its imports) costs ~0.75 s.
 MIN_SPANS = 20_000
+# A share's traces are read this many spans at a time (whole traces): each span of theirs holds
+# ~10 KB while it is read (every attribute, content included), their rows ~0.3 KB.
+SPANS_PER_BATCH = 20_000
 
 
 @dataclass
@@ -59,6 +62,24 @@ class Share:
     tree: list[str] = field(default_factory=list)
     spans: int = 0
     again: list[str] = field(default_factory=list)
+    peak_mb: float = 0.0  # a worker process's peak resident memory
+
+    def add(self, part: Share) -> None:
+        """`part`, the share's next traces (numbered on from this one's made spans), added."""
+        self.rows += part.rows
+        self.made += part.made
+        self.unsaid = self.unsaid or part.unsaid
+        if part.figures is not None:
+            self.figures = self.figures or Traces()
+            self.figures.tasks += part.figures.tasks
+            self.figures.partial += part.figures.partial
+        for source, reading in part.readings.items():
+            had = self.readings.get(source)
+            self.readings[source] = reading if had is None else merged_theirs((had, Seen()), (reading, Seen()))[0]
+        self.remote += part.remote
+        self.structure += part.structure
+        self.tree += part.tree
+        self.spans += part.spans
 
 
 def split(order: Order, n: int) -> list[Order]:
@@ -77,27 +98,33 @@ def split(order: Order, n: int) -> list[Order]:
 
 
 @no_gc()
-def span_share(spans: list[SpanRecord], order: Order, figures: bool) -> Share:
-    """One share read from its spans: mapped (normalise, each convention's first place noted),
-    then its tasks' figures (`figures`) or the table's rows."""
-    firsts = FirstSeen(order)
+def span_share(spans: list[SpanRecord], order: Order, figures: bool, firsts: FirstSeen | None = None,
+               made: int = 0) -> Share:
+    """One share read from its spans: mapped (normalise; `firsts` notes each convention's first
+    place), then its tasks' figures (`figures`) or the table's rows (the spans it makes numbered
+    from SYNTHETIC + `made`)."""
+    firsts = firsts or FirstSeen(order)
     done = normalise(spans, firsts)
     share = Share(readings={r.source: r for r in done.readings}, seen=firsts.seen, remote=done.problems[:done.remote],
                   structure=done.problems[done.remote:], spans=len(spans))
     if figures:
         share.figures, share.tree = task_figures_of(done.spans, order)
     else:
-        share.rows, top = rows(done.spans, order, SYNTHETIC)
-        share.made, share.unsaid = top - SYNTHETIC, unsaid(done.spans)
+        share.rows, top = rows(done.spans, order, SYNTHETIC + made)
+        share.made, share.unsaid = top - SYNTHETIC - made, unsaid(done.spans)
     return share
 
 
 @no_gc()
 def file_share(files: list[FileRange], order: Order, figures: bool) -> Share:
-    """One share read from the lines of `files` that hold its traces (per_trace.file_spans)."""
+    """One share read from the lines of `files` that hold its traces, a batch of whole traces at a
+    time (per_trace.file_traces): only a batch's spans are held, then its rows or figures."""
     again: list[str] = []
-    spans = file_spans(files, order, again)
-    return Share(again=again) if again else span_share(spans, order, figures)
+    firsts = FirstSeen(order)
+    share = Share(seen=firsts.seen)
+    for spans in file_traces(files, order, again, SPANS_PER_BATCH):
+        share.add(span_share(spans, order, figures, firsts, share.made))
+    return Share(again=again) if again else share
 
 
 def _command() -> tuple[list[str], dict[str, str]]:
@@ -152,7 +179,8 @@ def merged(shares: list[Share]) -> Traces | str:
     for s in shares:
         for source, reading in s.readings.items():
             pairs[source] = merged_theirs(pairs.get(source), (reading, s.seen.get(source) or Seen()))
-    out = Traces(spans=sum(s.spans for s in shares), rows=[(s.rows, s.made) for s in shares if s.figures is None])
+    out = Traces(spans=sum(s.spans for s in shares), rows=[(s.rows, s.made) for s in shares if s.figures is None],
+                 workers_peak_mb=max(s.peak_mb for s in shares))
     for s in shares:
         if s.figures is not None:
             out.tasks += s.figures.tasks
@@ -202,10 +230,21 @@ def route_figures(engine) -> Future | str | None:
     return future
 
 
+def _peak_mb() -> float:
+    """This process's peak resident memory since it started its program (/proc's VmHWM: the
+    rusage figure keeps the parent's from before the exec)."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0.0
+
+
 def _main() -> None:
     """A worker: (files, order, figures) pickled on stdin, its Share pickled on stdout."""
     files, order, figures = pickle.loads(sys.stdin.buffer.read())
     share = file_share(files, order, figures)
+    share.peak_mb = _peak_mb()
     sys.stdout.buffer.write(pickle.dumps(share, pickle.HIGHEST_PROTOCOL))
 
 

@@ -36,6 +36,38 @@ def test_shares_are_runs_of_whole_traces_in_the_order_they_first_appear():
     assert shares.split({("t", "s"): 0}, 4) == [{("t", "s"): 0}]  # never an empty share
 
 
+def test_a_shares_traces_are_read_again_whole_a_batch_at_a_time_in_the_order_they_first_appear(tmp_path):
+    from agenttrace.bench.synthetic import generate
+    from agenttrace.columnar.load import LINE_STRIDE
+    from agenttrace.columnar.per_trace import FileRange, file_traces
+    from agenttrace.traces.stream import file_lines, line_spans
+
+    # two files whose lines each hold spans of several traces, a trace's spans over several lines
+    generate(tmp_path / "synthetic.jsonl", 1_500, seed=3)
+    files, order, first, expected = [], {}, 0, []
+    for path in (tmp_path / "synthetic.jsonl", ROOT / "traces" / "long_horizon" / "demo-long_horizon.jsonl"):
+        top = first
+        for k, (_, line) in enumerate(file_lines(path)):
+            for pos, s in enumerate(line_spans(line, "", [])):
+                order[(s.trace_id, s.span_id)] = top = first + k * LINE_STRIDE + pos
+                expected.append(s)
+        files.append(FileRange(path, first, top))
+        first = top + 1
+    rank = {}
+    for s in expected:
+        rank.setdefault(s.trace_id, len(rank))
+    expected.sort(key=lambda s: rank[s.trace_id])
+    problems: list[str] = []
+    batches = list(file_traces(files, order, problems, 100))
+    assert problems == [] and len(batches) >= 3  # (a batch is handed on after a line: 512 spans here)
+    assert [(s.trace_id, s.span_id) for b in batches for s in b] == [(s.trace_id, s.span_id) for s in expected]
+    assert all(len(b) >= 100 for b in batches[:-1])
+    assert not {s.trace_id for s in batches[0]} & {s.trace_id for b in batches[1:] for s in b}  # whole traces
+    # a span the table did not count (the lines read otherwise): a problem, and nothing more is read
+    fewer = {k: v for k, v in order.items() if k != (expected[0].trace_id, expected[0].span_id)}
+    assert list(file_traces(files, fewer, problems, 10 ** 9)) == [] and "did not count" in problems[0]
+
+
 @pytest.fixture(scope="module")
 def frameworks(tmp_path_factory) -> Path:
     """Every framework's trace (OpenInference, OpenLLMetry, GenAI, ADK, ...) beside our demo's."""
@@ -58,13 +90,18 @@ def _count_workers(monkeypatch) -> list[bool]:
     return ran
 
 
-def test_a_summary_read_in_shares_by_worker_processes_is_the_per_span_paths(frameworks, monkeypatch):
+@pytest.mark.parametrize("spans_per_batch", [None, 40])
+def test_a_summary_read_in_shares_by_worker_processes_is_the_per_span_paths(frameworks, monkeypatch, spans_per_batch):
+    # (40: each share read a few traces at a time, its parts added up)
     monkeypatch.setattr(shares, "MIN_SPANS", 0)
+    if spans_per_batch:
+        monkeypatch.setattr(shares, "SPANS_PER_BATCH", spans_per_batch)
     ran = _count_workers(monkeypatch)
     ref = _figures(report_streamed([str(frameworks)]))
     outcome = report_files([frameworks], threads=3, summary_only=True)
     assert outcome.reason is None and outcome.per_trace_spans > 0
     assert ran == [True, True]  # two worker processes, the third share read here
+    assert outcome.workers_peak_mb > 0 or sys.platform != "linux"  # (their peak, from /proc)
     assert _figures(outcome.report) == ref
     assert any(i.inferred for i in outcome.report.inputs) and any(i.left_out for i in outcome.report.inputs)
 
@@ -73,6 +110,7 @@ def test_a_report_read_in_shares_by_worker_processes_is_the_per_span_paths(frame
     # a report's shares are all read by workers (this process runs the queries meanwhile), their
     # tasks join the queries' in the report's order
     monkeypatch.setattr(shares, "MIN_SPANS", 0)
+    monkeypatch.setattr(shares, "SPANS_PER_BATCH", 40)
     ran = _count_workers(monkeypatch)
     outcome = report_files([frameworks], threads=2)
     assert outcome.reason is None and outcome.per_trace_spans > 0 and ran == [True, True]
