@@ -9,7 +9,7 @@ they first appear in the input, so the shares' readings, problems, tasks and mad
 after another, are what one reading of all of them gives (`merged`). Each share is read by a
 Python process of its own, started as `python -m agenttrace.columnar.shares`, which reads its
 traces' lines from the files itself and sends back only its rows or figures and its readings
-(pickled, on its stdout); for a summary, whose queries wait for them, the first share is read in
+(pickled, in a file of a temporary folder); for a summary, whose queries wait for them, the first share is read in
 this process meanwhile. A process that fails (killed, or out of memory) costs nothing: its share
 is read here instead.
 
@@ -19,12 +19,15 @@ one share: the workers would have to be sent every span.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import subprocess
 import sys
+import tempfile
+import threading
 from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,32 +137,66 @@ def _command() -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-m", __name__], {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
 
 
-def _in_worker(files: list[FileRange], order: Order, figures: bool) -> Share | None:
-    """A share read by a worker process; None when the worker failed (the caller reads it)."""
+# Worker processes running now: killed when this process exits (an interrupted report leaves none).
+_RUNNING: set[subprocess.Popen] = set()
+
+
+@atexit.register
+def _stop_workers() -> None:
+    for proc in list(_RUNNING):
+        proc.kill()
+
+
+def _start(files: list[FileRange], order: Order, figures: bool, task: Path) -> subprocess.Popen | None:
+    """A worker process reading one share (its task pickled to `task`, its Share to `task`.out);
+    None when it cannot be started."""
+    task.write_bytes(pickle.dumps((files, order, figures), pickle.HIGHEST_PROTOCOL))
     command, env = _command()
     try:
-        done = subprocess.run(command, input=pickle.dumps((files, order, figures), pickle.HIGHEST_PROTOCOL), env=env,
-                              capture_output=True, check=False)
-        if done.returncode == 0:
-            share = pickle.loads(done.stdout)
-            if isinstance(share, Share):
-                return share
+        proc = subprocess.Popen([*command, str(task), f"{task}.out"], env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+    _RUNNING.add(proc)
+    return proc
+
+
+def _finish(proc: subprocess.Popen | None, task: Path) -> Share | None:
+    """The share a worker read; None when it failed (the caller reads the share)."""
+    if proc is None:
+        return None
+    try:
+        code = proc.wait()
+    finally:
+        _RUNNING.discard(proc)
+    try:
+        share = pickle.loads(Path(f"{task}.out").read_bytes()) if code == 0 else None
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-        pass
-    return None
+        return None
+    return share if isinstance(share, Share) else None
 
 
 def read_files(files: list[FileRange], order: Order, processes: int, figures: bool) -> list[Share]:
     """The routed traces of `files`, in shares (one, read here, when they are few or `processes`
-    is 1); for a summary (not `figures`) the first share is read here."""
+    is 1); for a summary (not `figures`) the first share is read here while the workers read
+    theirs. Interrupted, the workers are killed."""
     parts = split(order, processes) if processes > 1 and len(order) >= MIN_SPANS else [order]
     if len(parts) == 1:
         return [file_share(files, order, figures)]
     here = 0 if figures else 1
-    with ThreadPoolExecutor(len(parts) - here, thread_name_prefix="agenttrace-share") as pool:
-        pending = [pool.submit(_in_worker, files, part, figures) for part in parts[here:]]
-        first = [] if figures else [file_share(files, parts[0], figures)]
-        others = [f.result() for f in pending]
+    with tempfile.TemporaryDirectory(prefix="agenttrace-shares-") as folder:
+        tasks = [Path(folder) / f"share-{n}" for n in range(len(parts) - here)]
+        procs = [_start(files, part, figures, task) for part, task in zip(parts[here:], tasks, strict=True)]
+        try:
+            first = [] if figures else [file_share(files, parts[0], figures)]
+            others = [_finish(proc, task) for proc, task in zip(procs, tasks, strict=True)]
+        except BaseException:
+            for proc in procs:
+                if proc is not None:
+                    proc.kill()
+                    proc.wait()
+                    _RUNNING.discard(proc)
+            raise
     return [*first, *(s if s is not None else file_share(files, p, figures)
                       for s, p in zip(others, parts[here:], strict=True))]
 
@@ -224,9 +261,16 @@ def route_figures(engine) -> Future | str | None:
     routed = take(engine)
     if routed is None or isinstance(routed, str):
         return routed
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenttrace-per-trace")
-    future = pool.submit(_read, engine, routed, True)
-    pool.shutdown(wait=False)  # the thread ends with its work
+    future: Future = Future()
+
+    def read() -> None:
+        try:
+            future.set_result(_read(engine, routed, True))
+        except Exception as exc:  # noqa: BLE001 - the caller's result() raises it
+            future.set_exception(exc)
+
+    # a daemon: a report interrupted meanwhile exits without waiting for it (its workers are killed)
+    threading.Thread(target=read, name="agenttrace-per-trace", daemon=True).start()
     return future
 
 
@@ -241,11 +285,12 @@ def _peak_mb() -> float:
 
 
 def _main() -> None:
-    """A worker: (files, order, figures) pickled on stdin, its Share pickled on stdout."""
-    files, order, figures = pickle.loads(sys.stdin.buffer.read())
+    """A worker: (files, order, figures) pickled in the file its first argument names, its Share
+    pickled into the one its second names."""
+    files, order, figures = pickle.loads(Path(sys.argv[1]).read_bytes())
     share = file_share(files, order, figures)
     share.peak_mb = _peak_mb()
-    sys.stdout.buffer.write(pickle.dumps(share, pickle.HIGHEST_PROTOCOL))
+    Path(sys.argv[2]).write_bytes(pickle.dumps(share, pickle.HIGHEST_PROTOCOL))
 
 
 if __name__ == "__main__":  # run as a script, this module is __main__: its Share pickled under its own name

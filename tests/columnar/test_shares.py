@@ -85,8 +85,8 @@ def _figures(report) -> dict:
 def _count_workers(monkeypatch) -> list[bool]:
     """Whether each worker process gave its share (False: it failed, and its share was read here)."""
     ran: list[bool] = []
-    monkeypatch.setattr(shares, "_in_worker", lambda files, order, figures, f=shares._in_worker: ran.append(
-        (got := f(files, order, figures)) is not None) or got)
+    monkeypatch.setattr(shares, "_finish", lambda proc, task, f=shares._finish: ran.append(
+        (got := f(proc, task)) is not None) or got)
     return ran
 
 
