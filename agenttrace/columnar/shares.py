@@ -38,8 +38,11 @@ from agenttrace.traces import Reading, normalise
 from agenttrace.traces.span_records import SpanRecord
 from agenttrace.traces.stream import no_gc
 
-# Below this many routed spans, one share: a process's start (its imports) costs ~0.75 s.
-MIN_SPANS = 20_000
+# A share holds at least this many spans (fewer: fewer shares, one below twice this): a worker's
+# start (its imports) costs ~0.75 s, what ~6,000 spans cost to read.
+MIN_SPANS = 10_000
+# Nor more shares than this: each worker scans the files' lines again and holds a batch of spans.
+MAX_PROCESSES = 8
 # A share's traces are read this many spans at a time (whole traces): each span of theirs holds
 # ~10 KB while it is read (every attribute, content included), their rows ~0.3 KB.
 SPANS_PER_BATCH = 20_000
@@ -176,11 +179,17 @@ def _finish(proc: subprocess.Popen | None, task: Path) -> Share | None:
     return share if isinstance(share, Share) else None
 
 
+def _cores() -> int:
+    """The cores this process may run on (a container's, where it is bound to some)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def read_files(files: list[FileRange], order: Order, processes: int, figures: bool) -> list[Share]:
-    """The routed traces of `files`, in shares (one, read here, when they are few or `processes`
-    is 1); for a summary (not `figures`) the first share is read here while the workers read
+    """The routed traces of `files`, in up to `processes` shares (one, read here, when they are few
+    or `processes` is 1; never more than the cores this process may use); for a summary (not `figures`) the first share is read here while the workers read
     theirs. Interrupted, the workers are killed."""
-    parts = split(order, processes) if processes > 1 and len(order) >= MIN_SPANS else [order]
+    n = min(processes, _cores(), MAX_PROCESSES, len(order) // max(MIN_SPANS, 1))
+    parts = split(order, n) if n > 1 else [order]
     if len(parts) == 1:
         return [file_share(files, order, figures)]
     here = 0 if figures else 1

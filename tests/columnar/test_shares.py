@@ -82,8 +82,11 @@ def _figures(report) -> dict:
     return {k: doc[k] for k in ("run", "by_label", "whatif", "roofline", "inputs", "problems")}
 
 
-def _count_workers(monkeypatch) -> list[bool]:
-    """Whether each worker process gave its share (False: it failed, and its share was read here)."""
+def _count_workers(monkeypatch, cores: int = 3) -> list[bool]:
+    """Whether each worker process gave its share (False: it failed, and its share was read here),
+    on `cores` cores whatever the machine's, shares of any size."""
+    monkeypatch.setattr(shares, "_cores", lambda: cores)
+    monkeypatch.setattr(shares, "MIN_SPANS", 0)
     ran: list[bool] = []
     monkeypatch.setattr(shares, "_finish", lambda proc, task, f=shares._finish: ran.append(
         (got := f(proc, task)) is not None) or got)
@@ -93,7 +96,6 @@ def _count_workers(monkeypatch) -> list[bool]:
 @pytest.mark.parametrize("spans_per_batch", [None, 40])
 def test_a_summary_read_in_shares_by_worker_processes_is_the_per_span_paths(frameworks, monkeypatch, spans_per_batch):
     # (40: each share read a few traces at a time, its parts added up)
-    monkeypatch.setattr(shares, "MIN_SPANS", 0)
     if spans_per_batch:
         monkeypatch.setattr(shares, "SPANS_PER_BATCH", spans_per_batch)
     ran = _count_workers(monkeypatch)
@@ -109,7 +111,6 @@ def test_a_summary_read_in_shares_by_worker_processes_is_the_per_span_paths(fram
 def test_a_report_read_in_shares_by_worker_processes_is_the_per_span_paths(frameworks, monkeypatch):
     # a report's shares are all read by workers (this process runs the queries meanwhile), their
     # tasks join the queries' in the report's order
-    monkeypatch.setattr(shares, "MIN_SPANS", 0)
     monkeypatch.setattr(shares, "SPANS_PER_BATCH", 40)
     ran = _count_workers(monkeypatch)
     outcome = report_files([frameworks], threads=2)
@@ -117,8 +118,15 @@ def test_a_report_read_in_shares_by_worker_processes_is_the_per_span_paths(frame
     assert outcome.report.model_dump_json() == report_streamed([str(frameworks)]).model_dump_json()
 
 
+def test_never_more_shares_than_cores_or_than_the_spans_fill(frameworks, monkeypatch):
+    ran = _count_workers(monkeypatch, cores=1)
+    assert report_files([frameworks], threads=4, summary_only=True).reason is None and ran == []  # one core: read here
+    ran = _count_workers(monkeypatch, cores=4)
+    monkeypatch.setattr(shares, "MIN_SPANS", 10 ** 9)
+    assert report_files([frameworks], threads=4, summary_only=True).reason is None and ran == []  # too few spans
+
+
 def test_a_worker_that_fails_costs_nothing(frameworks, monkeypatch):
-    monkeypatch.setattr(shares, "MIN_SPANS", 0)
     monkeypatch.setattr(shares, "_command", lambda: ([sys.executable, "-c", "import sys; sys.exit(3)"], {}))
     ran = _count_workers(monkeypatch)
     ref = report_streamed([str(frameworks)])
