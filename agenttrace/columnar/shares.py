@@ -9,9 +9,10 @@ they first appear in the input, so the shares' readings, problems, tasks and mad
 after another, are what one reading of all of them gives (`merged`). Each share is read by a
 Python process of its own, started as `python -m agenttrace.columnar.shares`, which reads its
 traces' lines from the files itself and sends back only its rows or figures and its readings
-(pickled, in a file of a temporary folder); for a summary, whose queries wait for them, the first share is read in
-this process meanwhile. A process that fails (killed, or out of memory) costs nothing: its share
-is read here instead.
+(pickled, in a file of a temporary folder); for a summary, whose queries wait for them, the
+first share is read in this process meanwhile. A process that fails (killed, or out of memory)
+costs nothing: its share is read here instead; one still running when this process exits (an
+interrupted report) is killed.
 
 A store's routed traces are read by its session in this process (per_trace.take), so they are
 one share: the workers would have to be sent every span.
@@ -186,15 +187,16 @@ def _cores() -> int:
 
 def read_files(files: list[FileRange], order: Order, processes: int, figures: bool) -> list[Share]:
     """The routed traces of `files`, in up to `processes` shares (one, read here, when they are few
-    or `processes` is 1; never more than the cores this process may use); for a summary (not `figures`) the first share is read here while the workers read
-    theirs. Interrupted, the workers are killed."""
+    or `processes` is 1; never more than the cores this process may use); for a summary (not
+    `figures`) the first share is read here while the workers read theirs. Interrupted, the
+    workers are killed."""
     n = min(processes, _cores(), MAX_PROCESSES, len(order) // max(MIN_SPANS, 1))
     parts = split(order, n) if n > 1 else [order]
     if len(parts) == 1:
         return [file_share(files, order, figures)]
     here = 0 if figures else 1
     with tempfile.TemporaryDirectory(prefix="agenttrace-shares-") as folder:
-        tasks = [Path(folder) / f"share-{n}" for n in range(len(parts) - here)]
+        tasks = [Path(folder) / f"share-{k}" for k in range(len(parts) - here)]
         procs = [_start(files, part, figures, task) for part, task in zip(parts[here:], tasks, strict=True)]
         try:
             first = [] if figures else [file_share(files, parts[0], figures)]
