@@ -185,12 +185,17 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def count(processes: int, spans: int) -> int:
+    """How many shares `spans` routed spans make with up to `processes` (read_files)."""
+    return max(1, min(processes, _cores(), MAX_PROCESSES, spans // max(MIN_SPANS, 1)))
+
+
 def read_files(files: list[FileRange], order: Order, processes: int, figures: bool) -> list[Share]:
     """The routed traces of `files`, in up to `processes` shares (one, read here, when they are few
     or `processes` is 1; never more than the cores this process may use); for a summary (not
     `figures`) the first share is read here while the workers read theirs. Interrupted, the
     workers are killed."""
-    n = min(processes, _cores(), MAX_PROCESSES, len(order) // max(MIN_SPANS, 1))
+    n = count(processes, len(order))
     parts = split(order, n) if n > 1 else [order]
     if len(parts) == 1:
         return [file_share(files, order, figures)]

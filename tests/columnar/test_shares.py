@@ -93,45 +93,47 @@ def _count_workers(monkeypatch, cores: int = 3) -> list[bool]:
     return ran
 
 
-@pytest.mark.parametrize("spans_per_batch", [None, 40])
-def test_a_summary_read_in_shares_by_worker_processes_is_the_per_span_paths(frameworks, monkeypatch, spans_per_batch):
-    # (40: each share read a few traces at a time, its parts added up)
-    if spans_per_batch:
-        monkeypatch.setattr(shares, "SPANS_PER_BATCH", spans_per_batch)
+@pytest.fixture(scope="module")
+def reference(frameworks):
+    """The per-span path's report of them."""
+    return report_streamed([str(frameworks)])
+
+
+def test_a_summary_read_in_shares_by_worker_processes_is_the_per_span_paths(frameworks, reference, monkeypatch):
+    # each share read 40 spans at a time (its parts added up)
+    monkeypatch.setattr(shares, "SPANS_PER_BATCH", 40)
     ran = _count_workers(monkeypatch)
-    ref = _figures(report_streamed([str(frameworks)]))
     outcome = report_files([frameworks], threads=3, summary_only=True)
     assert outcome.reason is None and outcome.per_trace_spans > 0
     assert ran == [True, True]  # two worker processes, the third share read here
     assert outcome.workers_peak_mb > 0 or sys.platform != "linux"  # (their peak, from /proc)
-    assert _figures(outcome.report) == ref
+    assert _figures(outcome.report) == _figures(reference)
     assert any(i.inferred for i in outcome.report.inputs) and any(i.left_out for i in outcome.report.inputs)
 
 
-def test_a_report_read_in_shares_by_worker_processes_is_the_per_span_paths(frameworks, monkeypatch):
+def test_a_report_read_in_shares_by_worker_processes_is_the_per_span_paths(frameworks, reference, monkeypatch):
     # a report's shares are all read by workers (this process runs the queries meanwhile), their
     # tasks join the queries' in the report's order
     monkeypatch.setattr(shares, "SPANS_PER_BATCH", 40)
     ran = _count_workers(monkeypatch)
     outcome = report_files([frameworks], threads=2)
     assert outcome.reason is None and outcome.per_trace_spans > 0 and ran == [True, True]
-    assert outcome.report.model_dump_json() == report_streamed([str(frameworks)]).model_dump_json()
+    assert outcome.report.model_dump_json() == reference.model_dump_json()
 
 
-def test_never_more_shares_than_cores_or_than_the_spans_fill(frameworks, monkeypatch):
-    ran = _count_workers(monkeypatch, cores=1)
-    assert report_files([frameworks], threads=4, summary_only=True).reason is None and ran == []  # one core: read here
-    ran = _count_workers(monkeypatch, cores=4)
-    monkeypatch.setattr(shares, "MIN_SPANS", 10 ** 9)
-    assert report_files([frameworks], threads=4, summary_only=True).reason is None and ran == []  # too few spans
+def test_never_more_shares_than_cores_or_than_the_spans_fill(monkeypatch):
+    monkeypatch.setattr(shares, "_cores", lambda: 4)
+    assert shares.count(8, 10 ** 7) == 4 and shares.count(3, 10 ** 7) == 3 and shares.count(1, 10 ** 7) == 1
+    assert shares.count(4, 2 * shares.MIN_SPANS - 1) == 1 and shares.count(4, 3 * shares.MIN_SPANS) == 3
+    monkeypatch.setattr(shares, "_cores", lambda: 64)
+    assert shares.count(64, 10 ** 9) == shares.MAX_PROCESSES
 
 
-def test_a_worker_that_fails_costs_nothing(frameworks, monkeypatch):
+def test_a_worker_that_fails_costs_nothing(frameworks, reference, monkeypatch):
     monkeypatch.setattr(shares, "_command", lambda: ([sys.executable, "-c", "import sys; sys.exit(3)"], {}))
     ran = _count_workers(monkeypatch)
-    ref = report_streamed([str(frameworks)])
     outcome = report_files([frameworks], threads=2, summary_only=True)
     assert ran == [False] and outcome.reason is None
-    assert _figures(outcome.report) == _figures(ref)
+    assert _figures(outcome.report) == _figures(reference)
     outcome = report_files([frameworks], threads=2)
-    assert ran == [False, False, False] and outcome.report.model_dump_json() == ref.model_dump_json()
+    assert ran == [False, False, False] and outcome.report.model_dump_json() == reference.model_dump_json()
