@@ -22,7 +22,7 @@ FRAMEWORKS = ROOT / "traces" / "frameworks"
 
 
 def test_shares_are_runs_of_whole_traces_in_the_order_they_first_appear():
-    # trace t{k} first appears at 10k, its spans spread out: t2's first span comes before t1's last
+    # trace t{k} first appears at 10k, its spans 25 apart: t0's run on past where t2, t3 and t4 begin
     order = {}
     for k, size in enumerate([5, 1, 3, 3, 1, 7]):
         for n in range(size):
