@@ -6,8 +6,8 @@ compute every trace's figures, theirs too, so no task's figures come back to Pyt
 
 Each span keeps its input order `i`; a span the reading made (a task around a lone call, a step,
 an attempt, a part of a remote call) takes one above every input's (`SYNTHETIC`, then one more
-each), as the per-span path appends them after the input's spans. Read in shares of whole traces
-(shares.py), a share's made spans follow the share before's: those of one kind, and those of one
+each), as the per-span path appends them after the input's spans. Read in batches of whole traces
+(shares.py), a batch's made spans follow the batch before's: those of one kind, and those of one
 trace, keep the per-span path's order, and a figure compares no others. Values are written as
 the file loader types them (load.py), so a figure reads them as it reads ours.
 
@@ -120,15 +120,16 @@ def unsaid(spans: Sequence[SpanRecord]) -> str | None:
 
 
 def put_back(engine, traces: Traces) -> None:
-    """The routed traces' span tree (their rows, per share: shares.py) into `engine`'s `spans`: the
-    queries compute their figures. The spans a share's reading made take the input orders after
-    the last share's (engine.next_synthetic), in the share's order."""
+    """The routed traces' span tree (their rows, per batch of traces: shares.py) into `engine`'s
+    `spans`: the queries compute their figures. The spans a batch's reading made take the input
+    orders after the last batch's (engine.next_synthetic), in the batch's order."""
+    engine.drop([STAGED])
+    engine.q(MAKE_STAGED)
     for lines, made in traces.rows:
-        engine.drop([STAGED])
-        engine.q(MAKE_STAGED)
         for batch in batches(lines):
             engine.insert_rows(STAGED, batch)
         engine.q(INSERT.format(made=SYNTHETIC, offset=engine.next_synthetic - SYNTHETIC, staged=STAGED))
+        engine.q(f"TRUNCATE TABLE {STAGED}")
         engine.next_synthetic += made
     engine.drop([STAGED])
     traces.rows = []

@@ -64,8 +64,8 @@ class Traces:
     problems: list[str] = field(default_factory=list)
     spans: int = 0
     bytes_back: int = 0  # the engine's rows that named them (their spans come from the files or the store)
-    # for a summary: our span tree of them as the table's rows, per share (shares.py): the rows,
-    # and how many spans the reading made (numbered from mapped.SYNTHETIC in each share)
+    # for a summary: our span tree of them as the table's rows, per batch of traces (shares.py): the
+    # rows, and how many spans the reading made (numbered from mapped.SYNTHETIC in each batch)
     rows: list[tuple[list[bytes], int]] = field(default_factory=list)
     workers_peak_mb: float = 0.0  # the largest peak of the processes that read them (shares.py)
 

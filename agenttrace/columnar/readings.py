@@ -122,8 +122,8 @@ class FirstSeen:
     told each span in the order it reads them and the role normalise's mapping gave it
     (normalise's `observe`: the spans are classified once)."""
 
-    def __init__(self, order: dict[tuple[str, str], int]) -> None:
-        self.order, self.starts = order, trace_starts(order)
+    def __init__(self, order: dict[tuple[str, str], int], starts: dict[str, int] | None = None) -> None:
+        self.order, self.starts = order, trace_starts(order) if starts is None else starts
         self.seen: dict[str, Seen] = {}
 
     def __call__(self, s: SpanRecord, role: SpanRole | None) -> None:

@@ -51,15 +51,15 @@ SPANS_PER_BATCH = 20_000
 
 @dataclass
 class Share:
-    """What reading one share gave: for a summary its rows for the table and how many spans the
-    reading made (numbered from SYNTHETIC), and why the queries would count its tasks otherwise
+    """What reading one share gave: for a summary its rows for the table, a batch of traces at a
+    time, each with how many spans the reading made (numbered from SYNTHETIC in each), and why
+    the queries would count its tasks otherwise
     (mapped.unsaid); for a report its tasks' figures (per_trace.Traces: keyed tasks, partial ones);
     each input's reading and where each convention was first met; the problems worded (the remote
     calls', the structure's, the span tree's); its spans; or the problems met reading its lines
     again (`again`: then nothing else)."""
 
-    rows: list[bytes] = field(default_factory=list)
-    made: int = 0
+    rows: list[tuple[list[bytes], int]] = field(default_factory=list)
     unsaid: str | None = None
     figures: Traces | None = None
     readings: dict[str, Reading] = field(default_factory=dict)
@@ -72,21 +72,23 @@ class Share:
     peak_mb: float = 0.0  # a worker process's peak resident memory
 
     def add(self, part: Share) -> None:
-        """`part`, the share's next traces (numbered on from this one's made spans), added."""
+        """`part`, the traces after this one's, added: as one reading of both gives them (rows and
+        tasks after these, each input's reading and first places merged in order:
+        readings.merged_theirs, each kind of problem after this one's)."""
         self.rows += part.rows
-        self.made += part.made
         self.unsaid = self.unsaid or part.unsaid
         if part.figures is not None:
             self.figures = self.figures or Traces()
             self.figures.tasks += part.figures.tasks
             self.figures.partial += part.figures.partial
         for source, reading in part.readings.items():
-            had = self.readings.get(source)
-            self.readings[source] = reading if had is None else merged_theirs((had, Seen()), (reading, Seen()))[0]
+            had = (self.readings[source], self.seen.get(source) or Seen()) if source in self.readings else None
+            self.readings[source], self.seen[source] = merged_theirs(had, (reading, part.seen.get(source) or Seen()))
         self.remote += part.remote
         self.structure += part.structure
         self.tree += part.tree
         self.spans += part.spans
+        self.peak_mb = max(self.peak_mb, part.peak_mb)
 
 
 def split(order: Order, n: int) -> list[Order]:
@@ -105,20 +107,19 @@ def split(order: Order, n: int) -> list[Order]:
 
 
 @no_gc()
-def span_share(spans: list[SpanRecord], order: Order, figures: bool, firsts: FirstSeen | None = None,
-               made: int = 0) -> Share:
-    """One share read from its spans: mapped (normalise; `firsts` notes each convention's first
-    place), then its tasks' figures (`figures`) or the table's rows (the spans it makes numbered
-    from SYNTHETIC + `made`)."""
-    firsts = firsts or FirstSeen(order)
+def span_share(spans: list[SpanRecord], order: Order, figures: bool, starts: dict[str, int] | None = None) -> Share:
+    """One share read from its spans: mapped (normalise, each convention's first place noted;
+    `starts`: each trace's first input order, when known), then its tasks' figures (`figures`)
+    or the table's rows."""
+    firsts = FirstSeen(order, starts)
     done = normalise(spans, firsts)
     share = Share(readings={r.source: r for r in done.readings}, seen=firsts.seen, remote=done.problems[:done.remote],
                   structure=done.problems[done.remote:], spans=len(spans))
     if figures:
         share.figures, share.tree = task_figures_of(done.spans, order)
     else:
-        share.rows, top = rows(done.spans, order, SYNTHETIC + made)
-        share.made, share.unsaid = top - SYNTHETIC - made, unsaid(done.spans)
+        lines, top = rows(done.spans, order, SYNTHETIC)
+        share.rows, share.unsaid = [(lines, top - SYNTHETIC)], unsaid(done.spans)
     return share
 
 
@@ -127,10 +128,9 @@ def file_share(files: list[FileRange], order: Order, figures: bool) -> Share:
     """One share read from the lines of `files` that hold its traces, a batch of whole traces at a
     time (per_trace.file_traces): only a batch's spans are held, then its rows or figures."""
     again: list[str] = []
-    firsts = FirstSeen(order)
-    share = Share(seen=firsts.seen)
+    share, starts = Share(), trace_starts(order)
     for spans in file_traces(files, order, again, SPANS_PER_BATCH):
-        share.add(span_share(spans, order, figures, firsts, share.made))
+        share.add(span_share(spans, order, figures, starts))
     return Share(again=again) if again else share
 
 
@@ -218,29 +218,20 @@ def read_files(files: list[FileRange], order: Order, processes: int, figures: bo
 
 
 def merged(shares: list[Share]) -> Traces | str:
-    """The shares as one reading of all their traces: rows share after share, or tasks and
-    partial tasks; each input's reading and first places merged in order (readings.merged_theirs);
-    the remote calls' problems, then the structure's, then the span tree's (as one reading words
-    them); or the reason the whole input goes to the per-span path."""
+    """The shares as one reading of all their traces (Share.add), or the reason the whole input
+    goes to the per-span path."""
     again = next((s.again for s in shares if s.again), None)
     if again:
         return AGAIN.format(problem=again[0][:200])
     why = next((s.unsaid for s in shares if s.unsaid), None)
     if why:
         return why
-    pairs: dict[str, tuple[Reading, Seen]] = {}
+    total = Share()
     for s in shares:
-        for source, reading in s.readings.items():
-            pairs[source] = merged_theirs(pairs.get(source), (reading, s.seen.get(source) or Seen()))
-    out = Traces(spans=sum(s.spans for s in shares), rows=[(s.rows, s.made) for s in shares if s.figures is None],
-                 workers_peak_mb=max(s.peak_mb for s in shares))
-    for s in shares:
-        if s.figures is not None:
-            out.tasks += s.figures.tasks
-            out.partial += s.figures.partial
-    out.readings = {source: r for source, (r, _) in pairs.items()}
-    out.seen = {source: seen for source, (_, seen) in pairs.items()}
-    out.problems = [p for phase in ("remote", "structure", "tree") for s in shares for p in getattr(s, phase)]
+        total.add(s)
+    out = total.figures or Traces()
+    out.rows, out.readings, out.seen, out.spans = total.rows, total.readings, total.seen, total.spans
+    out.problems, out.workers_peak_mb = [*total.remote, *total.structure, *total.tree], total.peak_mb
     return out
 
 
