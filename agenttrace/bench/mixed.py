@@ -1,5 +1,6 @@
 """Synthetic traces with spans the columnar queries do not state, or state apart (`agenttrace bench
-report --foreign N --own-spans SHARE --long-horizon N`, issue 32's seventh and eleventh parts):
+report --foreign N --own-spans SHARE --client-spans SHARE --long-horizon N`, issue 32's seventh,
+eleventh and fifteenth parts):
 other instrumentations' traces beside ours, a user's own spans of no known convention around ours,
 and our own long-horizon agents' (compactions, sub-agents).
 
@@ -9,6 +10,9 @@ and our own long-horizon agents' (compactions, sub-agents).
   fresh trace ids;
 - `add_own_spans`: under a `share` of the spans, one child span named as a user's helper would be
   (no agenttrace.segment, no convention's marks), covering a part of its parent;
+- `add_client_spans`: under a `share` of the generation and tool spans, an HTTP or database client
+  span (OpenTelemetry's client conventions), as an agent's HTTP and database instrumentations add
+  beside ours; the table maps them itself (columnar/roles.py, issue 32's fifteenth part);
 - `long_horizon_lines` with `append_copies`: the long-horizon demo's recording (3 tasks, 68 spans)
   appended `copies` times.
 """
@@ -90,9 +94,9 @@ def append_copies(path: Path, lines: list[str], copies: int, seed: int = 7, name
     return added
 
 
-def add_own_spans(path: Path, share: float, seed: int = 1) -> int:
-    """A child span of no convention under `share` of the spans of the trace file(s) at `path`,
-    rewritten in place; the spans added."""
+def _add_children(path: Path, make, seed: int) -> int:
+    """The trace file(s) at `path` rewritten in place with the child spans `make(rng, span)` gives
+    each span (a list, empty for none), after the spans of its scope; the spans added."""
     rng = random.Random(seed)
     added = 0
     for f in _files(path):
@@ -103,16 +107,52 @@ def add_own_spans(path: Path, share: float, seed: int = 1) -> int:
                     continue
                 doc = json.loads(line)
                 for ss in (ss for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]):
-                    extra = []
-                    for s in ss["spans"]:
-                        if rng.random() < share:
-                            start, end = int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"])
-                            extra.append({"traceId": s["traceId"], "spanId": f"{rng.getrandbits(64):016x}",
-                                          "parentSpanId": s["spanId"], "name": rng.choice(OWN_NAMES), "kind": 1,
-                                          "startTimeUnixNano": str(start + (end - start) // 4),
-                                          "endTimeUnixNano": str(start + (end - start) // 2), "attributes": []})
+                    extra = [c for s in ss["spans"] for c in make(rng, s)]
                     ss["spans"] += extra
                     added += len(extra)
                 out.write(json.dumps(doc, separators=(",", ":")) + "\n")
         os.replace(tmp, f)
     return added
+
+
+def _child(rng: random.Random, parent: dict, name: str, kind: int, attributes: dict[str, str]) -> dict:
+    """A span under `parent` covering the second quarter of it."""
+    start, end = int(parent["startTimeUnixNano"]), int(parent["endTimeUnixNano"])
+    return {"traceId": parent["traceId"], "spanId": f"{rng.getrandbits(64):016x}", "parentSpanId": parent["spanId"],
+            "name": name, "kind": kind, "startTimeUnixNano": str(start + (end - start) // 4),
+            "endTimeUnixNano": str(start + (end - start) // 2),
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()]}
+
+
+def add_own_spans(path: Path, share: float, seed: int = 1) -> int:
+    """A child span of no convention under `share` of the spans of the trace file(s) at `path`,
+    rewritten in place; the spans added."""
+    return _add_children(path, lambda rng, s: [_child(rng, s, rng.choice(OWN_NAMES), 1, {})] if rng.random() < share else [],
+                         seed)
+
+
+def _segment(span: dict) -> str | None:
+    return next((a["value"].get("stringValue") for a in span.get("attributes", ()) if a["key"] == "agenttrace.segment"), None)
+
+
+# What an HTTP or database client instrumentation (httpx, requests, a database driver's) writes
+# under a model call (the request to the model server) and under a tool (its own requests).
+_MODEL_REQUEST = ("POST", {"http.request.method": "POST", "url.full": "http://localhost:8000/v1/chat/completions",
+                           "server.address": "localhost"})
+_TOOL_CALLS = (("GET", {"http.request.method": "GET", "url.full": "https://api.example.com/v1/weather",
+                        "server.address": "api.example.com"}),
+               ("SELECT", {"db.system.name": "postgresql", "db.query.text": "SELECT * FROM notes WHERE id = $1"}))
+
+
+def add_client_spans(path: Path, share: float, seed: int = 2) -> int:
+    """An HTTP or database client span (OpenTelemetry's client conventions, kind CLIENT: what an
+    agent's HTTP and database instrumentations add beside ours) under `share` of the generation
+    and tool spans of the trace file(s) at `path`, rewritten in place; the spans added."""
+    def make(rng: random.Random, s: dict) -> list[dict]:
+        segment = _segment(s)
+        if segment not in ("generation", "tool") or rng.random() >= share:
+            return []
+        name, attributes = _MODEL_REQUEST if segment == "generation" else rng.choice(_TOOL_CALLS)
+        return [_child(rng, s, name, 3, attributes)]
+
+    return _add_children(path, make, seed)

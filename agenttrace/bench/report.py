@@ -14,8 +14,10 @@ and `clickhouse_columnar_summary`: `report --sample` on those two, the run figur
 aggregates in the engine (agenttrace/columnar/summary.py), a few kilobytes back.
 Targets (issue 32): 1,000,000 spans end to end in <= 5 s and <= 1 GB peak memory.
 `--foreign N` and `--own-spans SHARE` add what the columnar queries do not state (bench/mixed.py):
-other instrumentations' traces, and a user's own spans around ours; `--long-horizon N` our own
-long-horizon agents' traces (compactions, sub-agents).
+other instrumentations' traces, and a user's own spans around ours; `--client-spans SHARE` HTTP and
+database client spans of OpenTelemetry's client instrumentations under ours (mapped in the
+table: columnar/roles.py); `--long-horizon N` our own long-horizon agents' traces (compactions,
+sub-agents).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrace.bench.mixed import add_own_spans, append_copies, append_foreign, long_horizon_lines
+from agenttrace.bench.mixed import add_client_spans, add_own_spans, append_copies, append_foreign, long_horizon_lines
 from agenttrace.bench.synthetic import generate
 from agenttrace.clock import default_clock, elapsed_s
 
@@ -66,6 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "many times, fresh trace ids each")
     p.add_argument("--own-spans", type=float, default=0.0, metavar="SHARE",
                    help="add a child span of no known convention (a user's own) under this share of the spans")
+    p.add_argument("--client-spans", type=float, default=0.0, metavar="SHARE",
+                   help="add an HTTP or database client span (OpenTelemetry's client conventions) under this share of "
+                        "the generation and tool spans")
     p.set_defaults(func=run)
 
 
@@ -232,6 +237,8 @@ def run(args: argparse.Namespace) -> int:
         written = generate(path, n, args.seed, FILE_SPANS if big else None)
         if args.own_spans:
             written += add_own_spans(path, args.own_spans)
+        if args.client_spans:
+            written += add_client_spans(path, args.client_spans)
         if args.foreign:
             try:
                 written += append_foreign(path, args.foreign, delegations=not args.no_delegations)

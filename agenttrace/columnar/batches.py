@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agenttrace.columnar import coverage, load, mapped, per_trace, readings, shares, summary
+from agenttrace.columnar import coverage, load, mapped, per_trace, readings, roles, shares, summary
 from agenttrace.report.inputs import InputFigures
 
 BATCH_BYTES = 400_000_000  # files are grouped up to about this much (about half a million spans)
@@ -54,7 +54,7 @@ def batches(files: list[Path], limit: int) -> list[list[Path]]:
 
 def _drop(engine) -> None:
     """Drops every table a batch makes, the span table last."""
-    engine.drop([*summary.made(), "spans"])
+    engine.drop([*summary.made(), roles.ROLES, "spans"])
 
 
 @dataclass

@@ -13,6 +13,7 @@ task's spans read back out of the table (engine.py); every other task's come fro
 from __future__ import annotations
 
 from agenttrace import semconv as sc
+from agenttrace.columnar import roles
 
 _FOREIGN_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "pydantic_ai.", "gcp.vertex.agent.")
 
@@ -36,8 +37,9 @@ def recognisable(s: str = "") -> str:
             f"OR {s}scope IN ({_quoted(scopes)}) OR endsWith({s}scope, '{openllmetry.SCOPE_SUFFIX}'))")
 
 
-# A span the conventions may map: its trace goes to the per-span code (per_trace.py).
-FOREIGN = f"segment = '' AND {recognisable()}"
+# A span of a trace the per-span code reads (per_trace.py): its spans of another
+# instrumentation need SPANS.md's structure rules, or what the SQL does not state (roles.py).
+FOREIGN = roles.ROUTED
 
 
 def checks() -> list[tuple[str, str]]:
@@ -57,11 +59,12 @@ def input_checks() -> list[tuple[str, str]]:
 
 
 def trace_checks() -> list[tuple[str, str]]:
-    """What the queries do not state of a trace (the foreign conventions and structure rules; a
-    span of no known convention they do state: its time is other, the input lists it left out):
+    """What the queries do not state of a trace (the foreign structure rules; a span of no known
+    convention, or one whose role the table maps itself, they do state: roles.py):
     such a trace is reported by the per-span code, one trace at a time (per_trace.py); the whole
     input goes to the per-span path where every trace has it."""
-    return [("spans of another instrumentation (no agenttrace.segment)", f"SELECT count() FROM spans WHERE {FOREIGN}")]
+    return [("spans of another instrumentation that its structure rules read (agents, model calls, tool executions)",
+             f"SELECT count() FROM spans WHERE {FOREIGN}")]
 
 
 def tree_checks(p: str = "x_") -> list[tuple[str, str]]:

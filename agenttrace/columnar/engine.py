@@ -26,6 +26,7 @@ from agenttrace.columnar import (
     per_trace,
     readings,
     records,
+    roles,
     rows,
     shares,
     summary,
@@ -118,26 +119,45 @@ class Engine:
         `keyed`: with its first span of ours' key); and the highest input order among them (lo - 1
         when none)."""
         counts, _ = self.table(readings.counts_sql(lo, hi))
-        part, top = readings.Part(), lo - 1
-        for segment, n, t in zip(counts["segment"], counts["n"], counts["top"], strict=True):
+        part, top, mapped = readings.Part(), lo - 1, False
+        for segment, by_role, n, t in zip(counts["segment"], counts["mapped"], counts["n"], counts["top"], strict=True):
             top = max(top, t)
-            if segment:
+            if by_role:
+                mapped = True
+            elif segment:
                 part.segments[segment] = n
             else:
                 part.unknown = n
         if part.unknown:
             names, _ = self.table(readings.names_sql(lo, hi))
             part.names = [(n, (a, b)) for n, a, b in zip(names["name"], names["k0"], names["k1"], strict=True)]
-        if keyed and part.segments:
+        if mapped:  # keyed: where each entry came first decides where it is listed among the rest
+            part.mapped = readings.mapped_reading(self.table(readings.conventions_sql(lo, hi))[0],
+                                                  self.table(readings.left_out_sql(lo, hi))[0])
+        if (keyed or mapped) and part.segments:
             first, _ = self.table(readings.first_sql(lo, hi))
             part.first = (first["k0"][0], first["k1"][0])
         return part, top
 
+    def _tables(self) -> None:
+        """A new span table, and its roles' (roles.py)."""
+        self.drop([roles.ROLES])
+        self.q(load.table())
+        self.q(roles.table())
+
+    def map_roles(self, lo: int, hi: int) -> None:
+        """The roles of the spans of input orders lo..hi found (roles.py), and the spans they map
+        in traces the queries state given their segments."""
+        self.q(roles.insert(lo, hi))
+        for segment in self.table(roles.mapped_segments(lo, hi))[0]["segment"]:
+            self.q(roles.apply(segment, lo, hi))
+
     def load_files(self, files: list[Path]) -> list[InputFigures]:
         """Each file's spans into `spans` (a new table), in input order above every span loaded
-        before (`next_i`: a batch's files follow the last batch's); what each input held, by
-        segment (report.inputs)."""
-        self.q(load.table())
+        before (`next_i`: a batch's files follow the last batch's), other instrumentations' spans
+        mapped where the table maps them (roles.py); what each input held, by segment
+        (report.inputs)."""
+        self._tables()
         out = []
         for f in files:
             path = quoted(str(f))
@@ -153,6 +173,7 @@ class Engine:
             self.q(load.file_insert(path, self.next_i, load.STAGED))
             self.q(f"INSERT INTO spans SELECT * FROM {load.STAGED}")
             self.drop([load.STAGED])
+            self.map_roles(self.next_i, _LAST)
             part, top = self._part(self.next_i, _LAST)
             seen = input_figures(readings.reading(str(f), part))
             if seen.spans:  # the per-span path lists an input only when it gave spans
@@ -177,10 +198,11 @@ class Engine:
 
     def _insert_store(self, by_row: bool, where: str, params: dict, batch: int | None = None) -> None:
         """The picked spans (or one batch of them: load.store_insert) into a new `spans`."""
-        self.q(load.table())
+        self._tables()
         table = self.query.table
         if not (by_row and self._placed_by_row(table, where, params, batch)):  # the order sorted with every column
             self.q(load.store_insert(table, where, batch=batch), params if batch is None else None)
+        self.map_roles(0, _LAST)
 
     def store_part(self) -> readings.Part:
         """What the table holds of the store's input, with its first span of ours' key."""

@@ -5,7 +5,7 @@ table where it is (a ClickHouse server or a chdb folder: the mapping runs there)
     i        UInt64   input order (line and position), the tie-break wherever the per-span path
                       uses input order
     h, ph    UInt64   cityHash64 of (trace, span) and (trace, parent): the tree joins on integers
-    trace_id, span_id, name, kind ('PRODUCER', 'CONSUMER', 'SERVER' or 'OTHER'), status
+    trace_id, span_id, name, kind ('PRODUCER', 'CONSUMER', 'SERVER', 'CLIENT' or 'OTHER'), status
     start_ns, end_ns  Int64
     run_label, run_id (resource), segment (agenttrace.segment, '' when absent), scope (its name)
     attrs    Map(String, String)  every attribute, its value as text behind a one-letter type:
@@ -80,7 +80,11 @@ def _rounds(events: str) -> str:
 
 
 _KIND = ("multiIf({k} IN ('4', 'SPAN_KIND_PRODUCER', 'Producer'), 'PRODUCER', {k} IN ('5', 'SPAN_KIND_CONSUMER', 'Consumer'), "
-         "'CONSUMER', {k} IN ('2', 'SPAN_KIND_SERVER', 'Server'), 'SERVER', 'OTHER')")
+         "'CONSUMER', {k} IN ('2', 'SPAN_KIND_SERVER', 'Server'), 'SERVER', {client}, 'CLIENT', 'OTHER')")
+# CLIENT as each per-span reader reads it (only a convention's role tests it: roles.py): a file's
+# kind as otlp_json._kind does, a store's as clickhouse_read._enum does
+_FILE_CLIENT = "{k} IN ('3', '3.0', 'SPAN_KIND_CLIENT', 'CLIENT')"
+_STORE_CLIENT = "({k} = 'SPAN_KIND_CLIENT' OR upper({k}) = 'CLIENT')"
 _STATUS = ("multiIf({c} IN ('2', 'STATUS_CODE_ERROR', 'Error'), 'ERROR', {c} IN ('1', 'STATUS_CODE_OK', 'Ok'), 'OK', "
            "'UNSET')")
 # A temporary table: it lives as long as the session (a server's, or chdb's in this process) and
@@ -205,7 +209,7 @@ def file_insert(path_sql: str, first: int, into: str = "spans") -> str:
   {first} + line_no * {LINE_STRIDE} + arraySum(arraySlice(spans_per_scope, 1, {scope} - 1)) + pn - 1 AS i,
   cityHash64(trace_id, span_id) AS h, cityHash64(trace_id, lower(sp.parentSpanId)) AS ph,
   lower(sp.traceId) AS trace_id, lower(sp.spanId) AS span_id, sp.name AS name,
-  {_KIND.format(k='sp.kind')} AS kind, {_FILE_STATUS} AS status,
+  {_KIND.format(k='sp.kind', client=_FILE_CLIENT.format(k='sp.kind'))} AS kind, {_FILE_STATUS} AS status,
   toInt64(sp.startTimeUnixNano) AS start_ns, toInt64(sp.endTimeUnixNano) AS end_ns,
   ifNull({_resource('rs.resource.attributes', sc.RUN_LABEL)}, '') AS run_label,
   ifNull({_resource('rs.resource.attributes', sc.RUN_ID)}, '') AS run_id,
@@ -343,7 +347,7 @@ def store_insert(table: str, where: str, by_row: bool = False, batch: int | None
   {i} AS i,
   cityHash64(trace_id, span_id) AS h, cityHash64(trace_id, lower(o.ParentSpanId)) AS ph,
   lower(o.TraceId) AS trace_id, lower(o.SpanId) AS span_id, o.SpanName AS name,
-  {_KIND.format(k='o.SpanKind')} AS kind, {_STATUS.format(c='o.StatusCode')} AS status,
+  {_KIND.format(k='o.SpanKind', client=_STORE_CLIENT.format(k='o.SpanKind'))} AS kind, {_STATUS.format(c='o.StatusCode')} AS status,
   toUnixTimestamp64Nano(o.Timestamp) AS start_ns, start_ns + toInt64(o.Duration) AS end_ns,
   o.ResourceAttributes['{sc.RUN_LABEL}'] AS run_label, o.ResourceAttributes['{sc.RUN_ID}'] AS run_id,
   o.SpanAttributes['{sc.SEGMENT}'] AS segment, o.ScopeName AS scope,

@@ -1,12 +1,12 @@
 """Traces the queries do not state, reported one trace at a time by the per-span code, beside the
 queries' figures for every other trace of the same input.
 
-A trace with spans another instrumentation's conventions may map (coverage.recognisable: no
-`agenttrace.segment`, and a key, name or scope a convention knows) needs SPANS.md's foreign
-conventions and structure rules (traces/normalise.py:
-tasks, steps and attempts inferred from the members' time order, remote generations split, a
-foreign agent inside our step made a delegation). Those rules walk a trace's spans in order and
-rewrite its tree; they are not said in SQL here. Such traces are read again where the table was
+A trace with spans of another instrumentation that its structure rules read (roles.py: an
+agent, a model call, a tool execution, or a role the SQL does not state exactly) needs SPANS.md's
+structure rules (traces/normalise.py: tasks, steps and attempts inferred from the members' time
+order, remote generations split, a foreign agent inside our step made a delegation). Those rules
+walk a trace's spans in order and rewrite its tree; they are not said in SQL here. (A trace whose
+foreign spans are all leaves, mapped by their roles in the table, stays with the queries.) Such traces are read again where the table was
 loaded from (the file lines that hold them, or the store's rows of those trace ids), so each span
 keeps everything it had and its source line, and go through the per-span report's own code
 (normalise, SpanTree, task_figures), in shares of whole traces (shares.py: one per core); the
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agenttrace.columnar import coverage
+from agenttrace.columnar import coverage, roles
 from agenttrace.columnar.coverage import FOREIGN
 from agenttrace.columnar.load import LINE_STRIDE
 from agenttrace.columnar.readings import Seen, trace_starts
@@ -169,6 +169,7 @@ def take(engine, batch: bool = False) -> Routed | str | None:
         problems: list[str] = []
         spans = store_spans(engine.store, engine.query, order, problems) if engine.query is not None else None
         engine.q(DELETE)
+        engine.q(roles.DROP_ROUTED.format(routed=ROUTED))
     finally:
         engine.drop([ROUTED])
     return order, spans, problems, back

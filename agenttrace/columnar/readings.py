@@ -1,11 +1,13 @@
 """What each input held (report.inputs: conventions, spans per segment, what was left out), from
 the span table, summed with what the per-span code read of the traces it reported (per_trace.py).
 
-The table's part is ours (spans with agenttrace.segment, counted by segment) and spans of no known
-convention (coverage.recognisable false: left out, listed by their first few distinct names).
-Where both parts exist, the lists keep the order the per-span path first meets each entry in,
-trace by trace (its reader hands on whole traces in the order they first appear): every entry
-is keyed (its trace's first input order, its own) and the two parts' entries sorted by key.
+The table's part is ours (spans with agenttrace.segment, counted by segment), spans of no known
+convention (left out, listed by their first few distinct names), and the spans of other
+instrumentations the table maps itself (roles.py: conventions, segments, variants, what was left
+out and why). Where parts meet, the lists keep the order the per-span path first meets each
+entry in, trace by trace (its reader hands on whole traces in the order they first appear):
+every entry and name is keyed (its trace's first input order, its own) and the parts' entries
+sorted by key.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from agenttrace.columnar.roles import ROLES
 from agenttrace.traces import Reading
 from agenttrace.traces.conventions import AGENTTRACE, SpanRole
 from agenttrace.traces.normalise import MAX_NAMES, NO_CONVENTION, ConventionSeen, LeftOut, input_of
@@ -22,25 +25,38 @@ Key = tuple[int, int]  # (the trace's first input order, the span's)
 UNKNOWN = (None, NO_CONVENTION)  # the left-out entry of spans no convention recognises
 
 
+Entry = tuple[str | None, str]  # a left-out entry: (convention, reason)
+
+
+@dataclass
+class Seen:
+    """Of one part of an input: each convention's first key, each left-out entry's, and each
+    left-out entry's first distinct names with their keys."""
+
+    conventions: dict[str, Key] = field(default_factory=dict)
+    left_out: dict[Entry, Key] = field(default_factory=dict)
+    names: dict[Entry, list[tuple[str, Key]]] = field(default_factory=dict)
+
+
 @dataclass
 class Part:
-    """The table's share of one input: ours by segment (the first at `first`), and spans of no
-    known convention (`unknown`; their first distinct names with their keys)."""
+    """The table's share of one input: ours by segment (the first at `first`), spans of no known
+    convention (`unknown`; their first distinct names with their keys), and the spans the table
+    mapped by their conventions' roles (`mapped`: their reading, keyed)."""
 
     segments: dict[str, int] = field(default_factory=dict)
     first: Key | None = None
     unknown: int = 0
     names: list[tuple[str, Key]] = field(default_factory=list)
+    mapped: tuple[Reading, Seen] | None = None
 
 
-@dataclass
-class Seen:
-    """Of the per-span code's part of one input: each convention's first key, each left-out
-    entry's, and the first distinct names of spans of no known convention with their keys."""
-
-    conventions: dict[str, Key] = field(default_factory=dict)
-    left_out: dict[tuple[str | None, str], Key] = field(default_factory=dict)
-    names: list[tuple[str, Key]] = field(default_factory=list)
+def _first_names(names) -> list[tuple[str, Key]]:
+    """The first MAX_NAMES distinct names of keyed `names`, by key."""
+    first_of: dict[str, tuple[str, Key]] = {}
+    for name, key in sorted(names, key=lambda x: x[1]):
+        first_of.setdefault(name, (name, key))
+    return list(first_of.values())[:MAX_NAMES]
 
 
 def merged(parts: list[Part]) -> Part:
@@ -51,12 +67,11 @@ def merged(parts: list[Part]) -> Part:
         for segment, n in part.segments.items():
             out.segments[segment] = out.segments.get(segment, 0) + n
         out.unknown += part.unknown
+        if part.mapped is not None:
+            out.mapped = merged_theirs(out.mapped, part.mapped)
     firsts = [p.first for p in parts if p.first is not None]
     out.first = min(firsts) if firsts else None
-    first_of: dict[str, tuple[str, Key]] = {}
-    for name, key in sorted((x for p in parts for x in p.names), key=lambda x: x[1]):
-        first_of.setdefault(name, (name, key))
-    out.names = list(first_of.values())[:MAX_NAMES]  # each batch's first few hold the input's
+    out.names = _first_names(x for p in parts for x in p.names)  # each batch's first few hold the input's
     return out
 
 
@@ -77,15 +92,22 @@ def merged_theirs(a: tuple[Reading, Seen] | None, b: tuple[Reading, Seen]) -> tu
         e.count += v.count
         e.names += [n for n in v.names if n not in e.names][:MAX_NAMES - len(e.names)]
     reading = Reading(ra.source, ra.spans + rb.spans, conventions, left_out, ra.inferred | rb.inferred)
-    names = sa.names + [(n, k) for n, k in sb.names if n not in {x for x, _ in sa.names}]
-    seen = Seen({**sb.conventions, **sa.conventions}, {**sb.left_out, **sa.left_out}, names[:MAX_NAMES])
+    names = {k: list(v) for k, v in sa.names.items()}
+    for k, v in sb.names.items():
+        mine = names.setdefault(k, [])
+        mine += [(n, key) for n, key in v if n not in {x for x, _ in mine}][:MAX_NAMES - len(mine)]
+    seen = Seen({**sb.conventions, **sa.conventions}, {**sb.left_out, **sa.left_out}, names)
     return reading, seen
 
 
+_UNMAPPED = f"i NOT IN (SELECT i FROM {ROLES})"  # a span no role of roles.py maps or leaves out
+
+
 def counts_sql(lo: int, hi: int) -> str:
-    """SQL: (segment, n, top) over the table's spans of input orders lo..hi."""
-    return (f"SELECT segment, count() AS n, max(i) AS top FROM spans WHERE i BETWEEN {lo} AND {hi} "
-            "GROUP BY segment ORDER BY segment")
+    """SQL: (segment, mapped, n, top) over the table's spans of input orders lo..hi (`mapped`: a
+    role of roles.py says what they are)."""
+    return (f"SELECT segment, NOT {_UNMAPPED} AS mapped, count() AS n, max(i) AS top FROM spans WHERE i BETWEEN {lo} "
+            f"AND {hi} GROUP BY segment, mapped ORDER BY segment, mapped")
 
 
 def _starts(lo: int, hi: int, where: str) -> str:
@@ -95,18 +117,69 @@ def _starts(lo: int, hi: int, where: str) -> str:
 
 def first_sql(lo: int, hi: int) -> str:
     """SQL: (k0, k1), the key of the first span of ours."""
-    ours = "segment != ''"
+    ours = f"segment != '' AND {_UNMAPPED}"
     return (f"SELECT k.1 AS k0, k.2 AS k1 FROM (SELECT min((t.t0, s.i)) AS k FROM spans AS s JOIN {_starts(lo, hi, ours)} "
             f"AS t ON t.trace_id = s.trace_id WHERE s.i BETWEEN {lo} AND {hi} AND s.{ours})")
 
 
 def names_sql(lo: int, hi: int) -> str:
     """SQL: (name, k0, k1), the first distinct names of spans of no known convention (every span
-    with no segment left in the table is one), with their keys."""
-    unknown = "segment = ''"
+    with no segment left in the table and no role), with their keys."""
+    unknown = f"segment = '' AND {_UNMAPPED}"
     return (f"SELECT name, k.1 AS k0, k.2 AS k1 FROM (SELECT s.name AS name, min((t.t0, s.i)) AS k FROM spans AS s "
             f"JOIN {_starts(lo, hi, unknown)} AS t ON t.trace_id = s.trace_id WHERE s.i BETWEEN {lo} AND {hi} AND "
             f"s.{unknown} GROUP BY s.name) ORDER BY k LIMIT {MAX_NAMES}")
+
+
+def _role_starts(lo: int, hi: int) -> str:
+    return (f"(SELECT trace_id, min(i) AS t0 FROM spans WHERE i BETWEEN {lo} AND {hi} AND trace_id IN "
+            f"(SELECT trace_id FROM {ROLES} WHERE i BETWEEN {lo} AND {hi}) GROUP BY trace_id)")
+
+
+def conventions_sql(lo: int, hi: int) -> str:
+    """SQL: (convention, segment, n, variants, k0, k1) of the spans of input orders lo..hi the
+    table mapped by their roles (roles.py), by convention and segment ('' left out), with the key
+    of the first."""
+    return (f"SELECT convention, segment, count() AS n, groupUniqArray(variant) AS variants, min(key).1 AS k0, "
+            f"min(key).2 AS k1 FROM (SELECT r.convention AS convention, r.segment AS segment, r.variant AS variant, "
+            f"(t.t0, r.i) AS key FROM {ROLES} AS r JOIN {_role_starts(lo, hi)} AS t ON t.trace_id = r.trace_id "
+            f"WHERE r.i BETWEEN {lo} AND {hi}) GROUP BY convention, segment ORDER BY convention, segment")
+
+
+def left_out_sql(lo: int, hi: int) -> str:
+    """SQL: (convention, reason, n, names) of the spans of input orders lo..hi the table left out by
+    their roles: each entry's count, and its first distinct names with their keys, by key."""
+    return (f"SELECT convention, reason, sum(n) AS n, arraySlice(arraySort(x -> x.2, groupArray((name, k))), 1, {MAX_NAMES}) "
+            f"AS names FROM (SELECT r.convention AS convention, r.reason AS reason, r.name AS name, count() AS n, "
+            f"min((t.t0, r.i)) AS k FROM {ROLES} AS r JOIN {_role_starts(lo, hi)} AS t ON t.trace_id = r.trace_id "
+            f"WHERE r.i BETWEEN {lo} AND {hi} AND r.segment = '' GROUP BY convention, reason, name) "
+            "GROUP BY convention, reason ORDER BY convention, reason")
+
+
+def mapped_reading(conventions: dict[str, list], left_out: dict[str, list]) -> tuple[Reading, Seen]:
+    """The reading of the spans the table mapped (their rows of conventions_sql and left_out_sql),
+    with where each entry and name came first (its source is the reading's it joins)."""
+    reading, seen = Reading(""), Seen()
+    for name, segment, n, variants, k0, k1 in zip(*conventions.values(), strict=True):
+        c = reading.conventions.setdefault(name, ConventionSeen(name))
+        c.spans += n
+        reading.spans += n
+        if segment:
+            c.segments[segment] += n
+        c.variants.update(v for v in variants if v)
+        seen.conventions[name] = min((k0, k1), seen.conventions.get(name, (k0, k1)))
+    for name, reason, n, names in zip(*left_out.values(), strict=True):
+        keyed = [(x, _pair(k)) for x, k in (_pair(v) for v in names)]
+        reading.left_out[(name, reason)] = LeftOut(name, reason, n, [x for x, _ in keyed])
+        seen.left_out[(name, reason)], seen.names[(name, reason)] = keyed[0][1], keyed
+    reading.conventions = dict(sorted(reading.conventions.items(), key=lambda kv: seen.conventions[kv[0]]))
+    reading.left_out = dict(sorted(reading.left_out.items(), key=lambda kv: seen.left_out[kv[0]]))
+    return reading, seen
+
+
+def _pair(value) -> tuple:
+    """A tuple back from Arrow (a dict of its fields in order) as a tuple."""
+    return tuple(value.values()) if isinstance(value, dict) else tuple(value)
 
 
 def trace_starts(order: dict[tuple[str, str], int]) -> dict[str, int]:
@@ -136,43 +209,72 @@ class FirstSeen:
         if role is not None:
             seen.conventions.setdefault(role.convention, key)
         if role is None or role.segment is None:
-            seen.left_out.setdefault(UNKNOWN if role is None else (role.convention, role.reason), key)
-        if role is None and len(seen.names) < MAX_NAMES and s.name not in {n for n, _ in seen.names}:
-            seen.names.append((s.name, key))
+            entry = UNKNOWN if role is None else (role.convention, role.reason)
+            seen.left_out.setdefault(entry, key)
+            names = seen.names.setdefault(entry, [])
+            if len(names) < MAX_NAMES and s.name not in {n for n, _ in names}:
+                names.append((s.name, key))
 
 
-def _ours(source: str, part: Part) -> Reading:
+def _ours(source: str, part: Part) -> tuple[Reading, Seen]:
+    """The table's own part (ours, and spans of no known convention) as a keyed reading."""
     n = sum(part.segments.values())
-    reading = Reading(source, n + part.unknown)
+    reading, seen = Reading(source, n + part.unknown), Seen()
     if n:
         reading.conventions[AGENTTRACE] = ConventionSeen(AGENTTRACE, n, Counter(part.segments))
+        if part.first is not None:
+            seen.conventions[AGENTTRACE] = part.first
     if part.unknown:
         reading.left_out[UNKNOWN] = LeftOut(None, NO_CONVENTION, part.unknown, [name for name, _ in part.names])
-    return reading
+        seen.names[UNKNOWN] = list(part.names)
+        if part.names:
+            seen.left_out[UNKNOWN] = part.names[0][1]
+    return reading, seen
+
+
+def _combined(source: str, parts: list[tuple[Reading, Seen]]) -> Reading:
+    """Keyed readings of one input's parts as one: counts added, variants joined, each entry where
+    it came first and each left-out entry's first distinct names, by key."""
+    out = Reading(source)
+    firsts: dict[str, Key] = {}
+    lefts: dict[Entry, Key] = {}
+    names: dict[Entry, list[tuple[str, Key]]] = {}
+    twice: set[Entry] = set()
+    for reading_, seen in parts:
+        out.spans += reading_.spans
+        out.inferred |= reading_.inferred
+        for k, c in reading_.conventions.items():
+            have = out.conventions.setdefault(k, ConventionSeen(k))
+            have.spans, have.segments, have.variants = have.spans + c.spans, have.segments + c.segments, have.variants | c.variants
+            if k in seen.conventions:
+                firsts[k] = min(seen.conventions[k], firsts.get(k, seen.conventions[k]))
+        for k, lo in reading_.left_out.items():
+            have_lo = out.left_out.get(k)
+            if have_lo is None:  # met in one part alone: its names as that part lists them
+                out.left_out[k] = LeftOut(lo.convention, lo.reason, lo.count, list(lo.names))
+            else:
+                have_lo.count += lo.count
+                twice.add(k)
+            names.setdefault(k, []).extend(seen.names.get(k, ()))
+            if k in seen.left_out:
+                lefts[k] = min(seen.left_out[k], lefts.get(k, seen.left_out[k]))
+    for k in twice:
+        out.left_out[k].names = [n for n, _ in _first_names(names[k])]
+    out.conventions = {k: out.conventions[k] for k in sorted(out.conventions, key=lambda c: firsts.get(c, (0, 0)))}
+    out.left_out = {k: out.left_out[k] for k in sorted(out.left_out, key=lambda x: lefts.get(x, (0, 0)))}
+    return out
 
 
 def reading(source: str, part: Part, theirs: Reading | None = None, seen: Seen | None = None) -> Reading:
     """One input's reading: the table's `part`, and the per-span code's (`theirs`, met as `seen`)."""
     ours = _ours(source, part)
-    if theirs is None or not ours.spans:
-        return theirs or ours
-    seen = seen or Seen()
-    conventions = dict(theirs.conventions)
-    firsts = dict(seen.conventions)
-    if AGENTTRACE in ours.conventions:
-        had = conventions.get(AGENTTRACE)
-        mine = ours.conventions[AGENTTRACE]
-        conventions[AGENTTRACE] = ConventionSeen(AGENTTRACE, mine.spans + (had.spans if had else 0),
-                                                 mine.segments + (had.segments if had else Counter()))
-        firsts[AGENTTRACE] = min(k for k in (part.first, firsts.get(AGENTTRACE)) if k is not None)
-    left_out = dict(theirs.left_out)
-    lefts = dict(seen.left_out)
-    if UNKNOWN in ours.left_out:
-        had_lo = left_out.get(UNKNOWN)
-        names = sorted([*part.names, *(seen.names if had_lo else [])], key=lambda x: x[1])
-        left_out[UNKNOWN] = LeftOut(None, NO_CONVENTION, part.unknown + (had_lo.count if had_lo else 0),
-                                    list(dict.fromkeys(n for n, _ in names))[:MAX_NAMES])
-        lefts[UNKNOWN] = min(k for k in (part.names[0][1] if part.names else None, lefts.get(UNKNOWN)) if k is not None)
-    return Reading(source, ours.spans + theirs.spans,
-                   {k: conventions[k] for k in sorted(conventions, key=lambda c: firsts.get(c, (0, 0)))},
-                   {k: left_out[k] for k in sorted(left_out, key=lambda x: lefts.get(x, (0, 0)))}, set(theirs.inferred))
+    parts = [ours] if ours[0].spans else []
+    if part.mapped is not None:
+        parts.append(part.mapped)
+    if theirs is not None:
+        if not parts:
+            return theirs
+        parts.append((theirs, seen or Seen()))
+    if len(parts) == 1 and part.mapped is None:
+        return parts[0][0]
+    return _combined(source, parts) if parts else ours[0]

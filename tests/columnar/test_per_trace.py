@@ -31,6 +31,20 @@ def mixed(tmp_path_factory) -> Path:
     return folder
 
 
+def _structured_spans(folder: Path) -> int:
+    """The spans of the traces in `folder` that hold a span the structure rules read (an agent, a
+    model call, a tool execution of another instrumentation), by the per-span code's classify."""
+    from agenttrace.traces.conventions import classify
+    from agenttrace.traces.load import load_spans
+
+    by_trace: dict[str, list] = {}
+    for s in load_spans([str(folder)]).spans:
+        by_trace.setdefault(s.trace_id, []).append(s)
+    members = {"agent", "generation", "tool"}
+    return sum(len(spans) for spans in by_trace.values()
+               if any(s.segment is None and (r := classify(s)) is not None and r.segment in members for s in spans))
+
+
 def _inputs(report) -> dict[str, list[str]]:
     return {i.source: [c.name for c in i.conventions] for i in report.inputs}
 
@@ -40,9 +54,10 @@ def test_a_folder_of_ours_and_other_instrumentations_traces_gives_the_per_span_r
     assert outcome.reason is None
     ref = report_streamed([str(mixed)])
     assert outcome.report.model_dump_json() == ref.model_dump_json()
-    # the foreign traces went through the per-span code, ours through the queries
-    foreign = sum(i.spans for i in ref.inputs if not i.source.startswith(str(mixed / "demo-")))
-    assert outcome.per_trace_spans == foreign > 0
+    # the foreign traces went through the per-span code, ours through the queries, and so did the
+    # foreign traces with no agent, model call or tool execution (ADK's `create_agent` spans alone:
+    # their roles map them in the table, roles.py)
+    assert outcome.per_trace_spans == _structured_spans(FRAMEWORKS) > 0
     assert any(i.inferred for i in ref.inputs) and any(i.left_out for i in ref.inputs)
 
 

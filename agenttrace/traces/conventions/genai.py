@@ -21,11 +21,13 @@ from agenttrace.traces.span_records import SpanRecord
 NAME = "OpenTelemetry GenAI"
 CURRENT = f"{sc.GEN_AI_PROVIDER_NAME} (v1.37+, gen_ai_latest_experimental)"
 BEFORE_1_37 = f"{sc.GEN_AI_SYSTEM} (before v1.37)"
-_LEFT_OUT = {
+LEFT_OUT = {
     "embeddings": "embeddings: not a step of the agent loop (their time counts as other)",
     "create_agent": "agent creation: outside any run",
     "plan": "planning span: its own time counts as other, its children are mapped",
 }
+NO_OPERATION = "GenAI attributes but no gen_ai.operation.name"
+UNKNOWN_OPERATION = "unknown GenAI operation {op!r} (a newer convention version?)"
 
 
 def _variant(a: dict[str, Any]) -> str:
@@ -69,7 +71,7 @@ def role(span: SpanRecord) -> SpanRole | None:
     op = a.get(sc.GEN_AI_OPERATION_NAME)
     if not isinstance(op, str):
         if any(k.startswith(sc.GEN_AI_NAMESPACE) for k in a):
-            return SpanRole(NAME, None, "GenAI attributes but no gen_ai.operation.name", _variant(a))
+            return SpanRole(NAME, None, NO_OPERATION, _variant(a))
         return None
     variant = _variant(a)
     if op in sc.GEN_AI_OPS_GENERATION:
@@ -81,5 +83,5 @@ def role(span: SpanRecord) -> SpanRole | None:
         return SpanRole(NAME, sc.Segment.AGENT, variant=variant, attributes=agent_attributes(span, op))
     if op in sc.GEN_AI_OPS_MEMORY:
         return SpanRole(NAME, sc.Segment.MEMORY, variant=variant)
-    reason = _LEFT_OUT.get(op) or f"unknown GenAI operation {op!r} (a newer convention version?)"
+    reason = LEFT_OUT.get(op) or UNKNOWN_OPERATION.format(op=op)
     return SpanRole(NAME, None, reason, variant)

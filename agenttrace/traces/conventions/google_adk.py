@@ -28,8 +28,10 @@ NAME = "Google ADK"
 SCOPE = "gcp.vertex.agent"
 OI_SCOPE = "openinference.instrumentation.google_adk"
 MERGED = "(merged tools)"
+MERGED_REASON = "execute_tool (merged): ADK merging parallel calls' responses, not a tool execution"
+CALL_LLM_REASON = "call_llm: ADK's layer around one model call (its generate_content child is the call)"
 _PLUGIN_ERROR = "ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN"
-_ADK_KEYS = "gcp.vertex.agent."
+ADK_KEYS = "gcp.vertex.agent."
 _RESULTS = (sc.GEN_AI_TOOL_CALL_RESULT, sc.OI_OUTPUT_VALUE, "gcp.vertex.agent.tool_response")  # schema 2, OpenInference, schema 1
 
 
@@ -52,7 +54,7 @@ def tool_result_failed(text: Any) -> bool:
 def _is_adk(span: SpanRecord) -> bool:
     """ADK wrote it, or OpenInference's instrumentation of ADK: by the scope, or (a store that
     drops scopes, such as Phoenix) by ADK's own `gcp.vertex.agent.*` keys."""
-    return span.scope in (SCOPE, OI_SCOPE) or any(k.startswith(_ADK_KEYS) for k in span.attributes)
+    return span.scope in (SCOPE, OI_SCOPE) or any(k.startswith(ADK_KEYS) for k in span.attributes)
 
 
 def role(span: SpanRecord) -> SpanRole | None:
@@ -60,9 +62,9 @@ def role(span: SpanRecord) -> SpanRole | None:
         return None
     a = span.attributes
     if a.get(sc.GEN_AI_TOOL_NAME) == MERGED:
-        return SpanRole(NAME, None, "execute_tool (merged): ADK merging parallel calls' responses, not a tool execution")
+        return SpanRole(NAME, None, MERGED_REASON)
     if span.name == "call_llm" and sc.GEN_AI_OPERATION_NAME not in a and sc.OI_SPAN_KIND not in a:
-        return SpanRole(NAME, None, "call_llm: ADK's layer around one model call (its generate_content child is the call)")
+        return SpanRole(NAME, None, CALL_LLM_REASON)
     base = openinference.role(span) if sc.OI_SPAN_KIND in a else genai.role(span)
     if base is None:
         return None

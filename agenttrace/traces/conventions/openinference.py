@@ -11,9 +11,9 @@ from agenttrace.traces.conventions import SpanRole, first_number, first_text
 from agenttrace.traces.span_records import SpanRecord
 
 NAME = "OpenInference"
-_SEGMENTS = {"AGENT": sc.Segment.AGENT, "LLM": sc.Segment.GENERATION, "TOOL": sc.Segment.TOOL,
+SEGMENTS = {"AGENT": sc.Segment.AGENT, "LLM": sc.Segment.GENERATION, "TOOL": sc.Segment.TOOL,
              "RETRIEVER": sc.Segment.MEMORY}
-_LEFT_OUT = {
+LEFT_OUT = {
     "CHAIN": "CHAIN: a grouping span; its children are mapped, its own time counts as other",
     "EMBEDDING": "EMBEDDING: not a step of the agent loop (its time counts as other)",
     "RERANKER": "RERANKER: no segment of its own (its time counts as other)",
@@ -21,6 +21,7 @@ _LEFT_OUT = {
     "EVALUATOR": "EVALUATOR: outside the agent loop",
     "PROMPT": "PROMPT: prompt templating (its time counts as other)",
 }
+UNKNOWN_KIND = "unknown OpenInference span kind {kind!r}"
 
 
 def role(span: SpanRecord) -> SpanRole | None:
@@ -29,9 +30,9 @@ def role(span: SpanRecord) -> SpanRole | None:
     if not isinstance(kind, str):
         return None
     kind = kind.upper()
-    segment = _SEGMENTS.get(kind)
+    segment = SEGMENTS.get(kind)
     if segment is None:
-        return SpanRole(NAME, None, _LEFT_OUT.get(kind) or f"unknown OpenInference span kind {kind!r}")
+        return SpanRole(NAME, None, LEFT_OUT.get(kind) or UNKNOWN_KIND.format(kind=kind))
     attrs: dict[str, object] = {}
     if segment == sc.Segment.GENERATION:
         model = first_text(a, sc.OI_LLM_MODEL_NAME)

@@ -11,30 +11,33 @@ from agenttrace.traces.conventions.genai import generation_attributes
 from agenttrace.traces.span_records import SpanRecord
 
 NAME = "OpenLLMetry"
-_KINDS = {"workflow": sc.Segment.AGENT, "agent": sc.Segment.AGENT, "tool": sc.Segment.TOOL}
-_LEFT_OUT = {"task": "task: a grouping span; its children are mapped, its own time counts as other"}
+KINDS = {"workflow": sc.Segment.AGENT, "agent": sc.Segment.AGENT, "tool": sc.Segment.TOOL}
+LEFT_OUT = {"task": "task: a grouping span; its children are mapped, its own time counts as other"}
 # Keys only traceloop's instrumentations write on their LLM spans.
-_LLM_MARKS = (sc.TL_LLM_REQUEST_TYPE, sc.TL_GEN_AI_IS_STREAMING, sc.TL_LLM_IS_STREAMING, sc.TL_OPENAI_API_BASE,
+LLM_MARKS = (sc.TL_LLM_REQUEST_TYPE, sc.TL_GEN_AI_IS_STREAMING, sc.TL_LLM_IS_STREAMING, sc.TL_OPENAI_API_BASE,
               sc.TL_LLM_USAGE_TOTAL_TOKENS)
-_LLM_OPS = {"chat", "completion", "completions", "messages", "generate_content", "text_completion"}
+LLM_OPS = {"chat", "completion", "completions", "messages", "generate_content", "text_completion"}
 SCOPE_SUFFIX = ".v1"  # its instrumentations' scopes (`opentelemetry.instrumentation.openai.v1`)
+UNKNOWN_KIND = "unknown traceloop.span.kind {kind!r}"
+EMBEDDINGS = "embeddings: not a step of the agent loop (their time counts as other)"
+LLM_VARIANT = "traceloop instrumentation"
 
 
 def _is_llm_span(span: SpanRecord) -> bool:
     a = span.attributes
-    if any(k in a for k in _LLM_MARKS):
+    if any(k in a for k in LLM_MARKS):
         return True
     vendor, _, op = span.name.partition(".")
-    return bool(vendor) and op in _LLM_OPS and span.scope.endswith(SCOPE_SUFFIX)
+    return bool(vendor) and op in LLM_OPS and span.scope.endswith(SCOPE_SUFFIX)
 
 
 def role(span: SpanRecord) -> SpanRole | None:
     a = span.attributes
     kind = a.get(sc.TL_SPAN_KIND)
     if isinstance(kind, str):
-        segment = _KINDS.get(kind)
+        segment = KINDS.get(kind)
         if segment is None:
-            return SpanRole(NAME, None, _LEFT_OUT.get(kind) or f"unknown traceloop.span.kind {kind!r}")
+            return SpanRole(NAME, None, LEFT_OUT.get(kind) or UNKNOWN_KIND.format(kind=kind))
         name = first_text(a, sc.TL_ENTITY_NAME) or span.name.rsplit(".", 1)[0]
         key = sc.GEN_AI_TOOL_NAME if segment == sc.Segment.TOOL else sc.GEN_AI_AGENT_NAME
         return SpanRole(NAME, segment, attributes={key: name})
@@ -42,5 +45,5 @@ def role(span: SpanRecord) -> SpanRole | None:
         return None
     request_type = a.get(sc.TL_LLM_REQUEST_TYPE)
     if request_type == "embedding" or span.name.endswith(".embeddings"):
-        return SpanRole(NAME, None, "embeddings: not a step of the agent loop (their time counts as other)")
-    return SpanRole(NAME, sc.Segment.GENERATION, variant="traceloop instrumentation", attributes=generation_attributes(a))
+        return SpanRole(NAME, None, EMBEDDINGS)
+    return SpanRole(NAME, sc.Segment.GENERATION, variant=LLM_VARIANT, attributes=generation_attributes(a))

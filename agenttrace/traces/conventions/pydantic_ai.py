@@ -14,9 +14,11 @@ from agenttrace.traces.span_records import SpanRecord
 
 NAME = "pydantic-ai"
 SCOPE = "pydantic-ai"
-_OLD_NAMES = {"agent run": sc.Segment.AGENT, "running tool": sc.Segment.TOOL}
+OLD_NAMES = {"agent run": sc.Segment.AGENT, "running tool": sc.Segment.TOOL}
 GROUPING = "running tools"
-NAMES = (*_OLD_NAMES, GROUPING)  # the span names versions 1-2 wrote: the convention's without a key
+NAMES = (*OLD_NAMES, GROUPING)  # the span names versions 1-2 wrote: the convention's without a key
+GROUPING_REASON = "running tools: a grouping span; its tool calls are mapped, its own time counts as other"
+NO_SEGMENT = "pydantic-ai span {name!r} with no segment (its time counts as other)"
 
 
 def _is_pydantic_ai(span: SpanRecord) -> bool:
@@ -32,7 +34,7 @@ def role(span: SpanRecord) -> SpanRole | None:
         return None
     a = span.attributes
     op = a.get(sc.GEN_AI_OPERATION_NAME)
-    segment = _OLD_NAMES.get(span.name)
+    segment = OLD_NAMES.get(span.name)
     if op in sc.GEN_AI_OPS_GENERATION:
         return SpanRole(NAME, sc.Segment.GENERATION, attributes=generation_attributes(a))
     if op == sc.OP_INVOKE_AGENT or segment == sc.Segment.AGENT:
@@ -45,5 +47,5 @@ def role(span: SpanRecord) -> SpanRole | None:
             attrs[sc.ERROR_TYPE] = sc.AttemptOutcome.VALIDATION_ERROR.value
         return SpanRole(NAME, sc.Segment.TOOL, attributes=attrs)
     if span.name == GROUPING:
-        return SpanRole(NAME, None, "running tools: a grouping span; its tool calls are mapped, its own time counts as other")
-    return SpanRole(NAME, None, f"pydantic-ai span {span.name!r} with no segment (its time counts as other)")
+        return SpanRole(NAME, None, GROUPING_REASON)
+    return SpanRole(NAME, None, NO_SEGMENT.format(name=span.name))

@@ -1,0 +1,215 @@
+"""Other instrumentations' spans mapped in the query (SPANS.md, "Traces from other
+instrumentations"): each convention's `role` (traces/conventions) stated once more in SQL over a
+span of the table, in `classify`'s order, and checked against it span for span
+(tests/columnar/test_roles.py). The names, keys and reasons are the convention modules' own.
+
+A role is (convention, segment, reason, variant, sure): the convention that recognised the span
+('' none), the segment it maps to ('' left out, for `reason`), the attribute set it was
+recognised by, and whether the SQL states the role exactly (false where Python's text of a value
+is not stated here: a reason quoting a value that is not plain ASCII, an OpenInference kind
+`str.upper` may change otherwise).
+
+`ROLES` holds the role of every span of the table that has no `agenttrace.segment` and that a
+convention recognises. A trace whose roles are all *leaves* (network, memory, or left out: an HTTP
+or database client under our tool, a retriever, an embeddings call, a framework's grouping span
+around ours) needs no structure rule: normalise maps those spans and changes nothing else, so
+the table maps them itself (`apply`: the segment written on the span, as normalise writes it) and
+the queries compute the trace's figures. A trace with a member (an agent, a generation, a tool
+execution: the rules infer tasks, steps and attempts from them, join remote calls and merge call
+layers), with a role the SQL does not state exactly, or with what normalise reads of our own spans
+once a trace holds foreign ones (a server's generation span under the caller's, our
+`agenttrace.inferred` marks) is `route`d: read by the per-span code (per_trace.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from agenttrace import semconv as sc
+from agenttrace.traces.conventions import client, genai, google_adk, openinference, openllmetry, pydantic_ai, vllm
+
+ROLES = "roles"
+MEMBERS = (sc.Segment.AGENT.value, sc.Segment.GENERATION.value, sc.Segment.TOOL.value)
+_TABLE = f"""CREATE TEMPORARY TABLE {ROLES} (
+  i UInt64, trace_id String, name String, convention LowCardinality(String), segment LowCardinality(String), reason String,
+  variant LowCardinality(String), route Bool
+) ENGINE = Memory"""
+_NONE = "tuple('', '', '', '', toUInt8(1))"
+# A value Python's repr quotes as is: printable ASCII with no quote or backslash.
+_PLAIN = "'^[ -&(-\\\\[\\\\]-~]*$'"
+_ASCII = "'^[ -~]*$'"
+
+
+def _q(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _list(values) -> str:
+    return ", ".join(_q(v) for v in values)
+
+
+def _role(convention: str, segment: str = "", reason: str = "", variant: str = "", sure: str = "1") -> str:
+    """SQL: a role tuple (each argument SQL, but the convention and segment: text)."""
+    return f"tuple({_q(convention)}, {_q(segment)}, {reason or _q('')}, {variant or _q('')}, toUInt8({sure}))"
+
+
+def _formatted(fmt: str, value: str) -> tuple[str, str]:
+    """SQL of a reason `fmt` with its one `{name!r}` field Python's repr of the text `value`, and
+    whether that repr is stated exactly (a plain value)."""
+    head, tail = re.split(r"\{\w+!r\}", fmt)
+    return f"concat({_q(head)}, '\\'', {value}, '\\'', {_q(tail)})", f"match({value}, {_PLAIN})"
+
+
+class _Span:
+    """SQL over one row of `spans` (`p`: its alias and a dot)."""
+
+    def __init__(self, p: str = "") -> None:
+        self.p = p
+        self.name, self.scope, self.kind = f"{p}name", f"{p}scope", f"{p}kind"
+
+    def has(self, *keys: str) -> str:
+        return "(" + " OR ".join(f"mapContains({self.p}attrs, {_q(k)})" for k in keys) + ")"
+
+    def value(self, key: str) -> str:
+        return f"{self.p}attrs[{_q(key)}]"
+
+    def is_text(self, key: str) -> str:
+        return f"startsWith({self.value(key)}, 's')"
+
+    def text(self, key: str) -> str:
+        return f"substring({self.value(key)}, 2)"
+
+    def equals(self, key: str, text: str) -> str:
+        """The attribute is the text `text` (as Python's `==`: a value of another type never is)."""
+        return f"({self.value(key)} = {_q('s' + text)})"
+
+    def any_key(self, prefix: str) -> str:
+        return f"arrayExists(k -> startsWith(k, {_q(prefix)}), mapKeys({self.p}attrs))"
+
+
+def _vllm(s: _Span) -> str:
+    return f"if({s.name} = {_q(sc.VLLM_SPAN_NAME)} OR {s.has(*vllm.LATENCIES)}, {_role(vllm.NAME, 'generation')}, {_NONE})"
+
+
+def _openinference(s: _Span) -> str:
+    kind = f"upper({s.text(sc.OI_SPAN_KIND)})"
+    segments = ", ".join(f"{kind} = {_q(k)}, {_role(openinference.NAME, v.value)}" for k, v in openinference.SEGMENTS.items())
+    reasons = f"transform({kind}, [{_list(openinference.LEFT_OUT)}], [{_list(openinference.LEFT_OUT.values())}], '')"
+    unknown, plain = _formatted(openinference.UNKNOWN_KIND, kind)
+    sure = f"{plain} AND match({s.text(sc.OI_SPAN_KIND)}, {_ASCII})"  # str.upper maps some letters past ASCII
+    return (f"multiIf(NOT {s.is_text(sc.OI_SPAN_KIND)}, {_NONE}, {segments}, "
+            f"{kind} IN ({_list(openinference.LEFT_OUT)}), {_role(openinference.NAME, reason=reasons)}, "
+            f"{_role(openinference.NAME, reason=unknown, sure=sure)})")
+
+
+def _genai(s: _Span) -> str:
+    op, known = s.text(sc.GEN_AI_OPERATION_NAME), s.is_text(sc.GEN_AI_OPERATION_NAME)
+    variant = f"multiIf({s.has(sc.GEN_AI_PROVIDER_NAME)}, {_q(genai.CURRENT)}, {s.has(sc.GEN_AI_SYSTEM)}, {_q(genai.BEFORE_1_37)}, '')"
+    reasons = f"transform({op}, [{_list(genai.LEFT_OUT)}], [{_list(genai.LEFT_OUT.values())}], '')"
+    unknown, plain = _formatted(genai.UNKNOWN_OPERATION, op)
+
+    def role(segment: str = "", reason: str = "", sure: str = "true") -> str:
+        return _role(genai.NAME, segment, reason, variant, sure)
+
+    return (f"multiIf(NOT {known}, if({s.any_key(sc.GEN_AI_NAMESPACE)}, {role(reason=_q(genai.NO_OPERATION))}, {_NONE}), "
+            f"{op} IN ({_list(sc.GEN_AI_OPS_GENERATION)}), {role('generation')}, "
+            f"{op} = {_q(sc.OP_EXECUTE_TOOL)}, {role('tool')}, "
+            f"{op} IN ({_list((sc.OP_INVOKE_AGENT, sc.OP_INVOKE_WORKFLOW))}), {role('agent')}, "
+            f"{op} IN ({_list(sc.GEN_AI_OPS_MEMORY)}), {role('memory')}, "
+            f"{op} IN ({_list(genai.LEFT_OUT)}), {role(reason=reasons)}, {role(reason=unknown, sure=plain)})")
+
+
+def _google_adk(s: _Span) -> str:
+    # its base role is OpenInference's where the span has OpenInference's kind, else GenAI's; a
+    # base that is OpenInference's (or any, on OpenInference's scope) stands, else it is ADK's.
+    # (Which convention a tool execution is counted under, where its result says it failed, does
+    # not matter here: a tool execution is a member, routed.)
+    base = f"if({s.has(sc.OI_SPAN_KIND)}, {_openinference(s)}, {_genai(s)})"
+    adk = google_adk.NAME
+    return (f"multiIf(NOT ({s.scope} IN ({_list((google_adk.SCOPE, google_adk.OI_SCOPE))}) OR {s.any_key(google_adk.ADK_KEYS)}), "
+            f"{_NONE}, {s.equals(sc.GEN_AI_TOOL_NAME, google_adk.MERGED)}, {_role(adk, reason=_q(google_adk.MERGED_REASON))}, "
+            f"{s.name} = 'call_llm' AND NOT {s.has(sc.GEN_AI_OPERATION_NAME, sc.OI_SPAN_KIND)}, "
+            f"{_role(adk, reason=_q(google_adk.CALL_LLM_REASON))}, "
+            f"({base} AS adk_base).1 = '', {_NONE}, "
+            f"{s.scope} = {_q(google_adk.OI_SCOPE)} OR adk_base.1 = {_q(openinference.NAME)}, adk_base, "
+            f"tuple({_q(adk)}, adk_base.2, adk_base.3, adk_base.4, adk_base.5))")
+
+
+def _openllmetry(s: _Span) -> str:
+    kind, name = s.text(sc.TL_SPAN_KIND), openllmetry.NAME
+    segments = ", ".join(f"{kind} = {_q(k)}, {_role(name, v.value)}" for k, v in openllmetry.KINDS.items())
+    reasons = f"transform({kind}, [{_list(openllmetry.LEFT_OUT)}], [{_list(openllmetry.LEFT_OUT.values())}], '')"
+    unknown, plain = _formatted(openllmetry.UNKNOWN_KIND, kind)
+    dot = f"position({s.name}, '.')"  # name.partition('.'): a vendor before the first dot, the operation after it
+    llm = (f"({s.has(*openllmetry.LLM_MARKS)} OR ({dot} > 1 AND substring({s.name}, {dot} + 1) IN ({_list(openllmetry.LLM_OPS)}) "
+           f"AND endsWith({s.scope}, {_q(openllmetry.SCOPE_SUFFIX)})))")
+    return (f"multiIf({s.is_text(sc.TL_SPAN_KIND)}, multiIf({segments}, {kind} IN ({_list(openllmetry.LEFT_OUT)}), "
+            f"{_role(name, reason=reasons)}, {_role(name, reason=unknown, sure=plain)}), "
+            f"NOT {llm}, {_NONE}, "
+            f"{s.equals(sc.TL_LLM_REQUEST_TYPE, 'embedding')} OR endsWith({s.name}, '.embeddings'), "
+            f"{_role(name, reason=_q(openllmetry.EMBEDDINGS))}, "
+            f"{_role(name, 'generation', variant=_q(openllmetry.LLM_VARIANT))})")
+
+
+def _pydantic_ai(s: _Span) -> str:
+    name = pydantic_ai.NAME
+    ours = (f"({s.scope} = {_q(pydantic_ai.SCOPE)} OR {s.name} IN ({_list(pydantic_ai.NAMES)}) OR "
+            f"({s.has(sc.PAI_LOGFIRE_MSG)} AND ({s.has(sc.PAI_AGENT_NAME)} OR {s.any_key(sc.PAI_NAMESPACE)})))")
+    op = s.text(sc.GEN_AI_OPERATION_NAME)
+    old = {segment.value: n for n, segment in pydantic_ai.OLD_NAMES.items()}
+    unknown, plain = _formatted(pydantic_ai.NO_SEGMENT, s.name)
+    return (f"multiIf(NOT {ours}, {_NONE}, "
+            f"{s.is_text(sc.GEN_AI_OPERATION_NAME)} AND {op} IN ({_list(sc.GEN_AI_OPS_GENERATION)}), {_role(name, 'generation')}, "
+            f"{s.equals(sc.GEN_AI_OPERATION_NAME, sc.OP_INVOKE_AGENT)} OR {s.name} = {_q(old['agent'])}, {_role(name, 'agent')}, "
+            f"{s.equals(sc.GEN_AI_OPERATION_NAME, sc.OP_EXECUTE_TOOL)} OR {s.name} = {_q(old['tool'])}, {_role(name, 'tool')}, "
+            f"{s.name} = {_q(pydantic_ai.GROUPING)}, {_role(name, reason=_q(pydantic_ai.GROUPING_REASON))}, "
+            f"{_role(name, reason=unknown, sure=plain)})")
+
+
+def _client(s: _Span) -> str:
+    return f"if({s.kind} = 'CLIENT' AND {s.has(*sc.CLIENT_CALL_KEYS)}, {_role(client.NAME, 'network')}, {_NONE})"
+
+
+_CONVENTIONS = (_vllm, _google_adk, _openinference, _openllmetry, _pydantic_ai, _genai, _client)  # classify's order
+
+
+def table() -> str:
+    """SQL creating the (empty) roles table."""
+    return _TABLE
+
+
+def insert(lo: int, hi: int) -> str:
+    """SQL: the roles of the table's spans of input orders lo..hi with no agenttrace.segment that
+    a convention recognises, into ROLES. Each convention's role is a column of its own; the first
+    that recognises the span gives its role, as in `classify`."""
+    from agenttrace.columnar.coverage import recognisable
+
+    s = _Span()
+    columns = ", ".join(f"{f(s)} AS c{n}" for n, f in enumerate(_CONVENTIONS))
+    pick = "multiIf(" + ", ".join(f"c{n}.1 != '', c{n}" for n in range(len(_CONVENTIONS))) + f", {_NONE})"
+    return f"""INSERT INTO {ROLES} SELECT i, trace_id, name, r.1, r.2, r.3, r.4, r.2 IN ({_list(MEMBERS)}) OR NOT r.5
+FROM (SELECT i, trace_id, name, {pick} AS r FROM (
+  SELECT i, trace_id, name, {columns} FROM spans WHERE i BETWEEN {lo} AND {hi} AND segment = '' AND {recognisable()}))
+WHERE r.1 != ''"""
+
+
+def mapped_segments(lo: int, hi: int) -> str:
+    """SQL: the segments the roles of input orders lo..hi map spans of traces not routed to."""
+    return f"SELECT DISTINCT segment FROM {ROLES} WHERE i BETWEEN {lo} AND {hi} AND segment != '' AND NOT route"
+
+
+def apply(segment: str, lo: int, hi: int) -> str:
+    """SQL: `segment` written on the spans of input orders lo..hi whose role maps them to it (and
+    under agenttrace.segment, as normalise adds it), unless their role routes them."""
+    return (f"ALTER TABLE spans UPDATE segment = {_q(segment)}, attrs = mapUpdate(attrs, map({_q(sc.SEGMENT)}, {_q('s' + segment)})) "
+            f"WHERE i IN (SELECT i FROM {ROLES} WHERE i BETWEEN {lo} AND {hi} AND segment = {_q(segment)} AND NOT route) "
+            "SETTINGS mutations_sync = 2")
+
+
+# A trace is routed for a role the table does not map itself, or, holding another
+# instrumentation's spans, for what normalise then reads of our own: a server's generation span
+# (traces/remote.py splits its caller's), `agenttrace.inferred` marks (collected on the task).
+ROUTED = (f"trace_id IN (SELECT trace_id FROM {ROLES} WHERE route) OR (trace_id IN (SELECT trace_id FROM {ROLES}) AND "
+          f"((segment = '{sc.Segment.GENERATION.value}' AND kind = 'SERVER') OR mapContains(attrs, {_q(sc.INFERRED)})))")
+DROP_ROUTED = f"ALTER TABLE {ROLES} DELETE WHERE trace_id IN (SELECT trace_id FROM {{routed}}) SETTINGS mutations_sync = 2"
