@@ -15,28 +15,6 @@ from __future__ import annotations
 from agenttrace import semconv as sc
 from agenttrace.columnar import roles
 
-_FOREIGN_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "pydantic_ai.", "gcp.vertex.agent.")
-
-
-def _quoted(values) -> str:
-    return ", ".join(f"'{v}'" for v in values)
-
-
-def recognisable(s: str = "") -> str:
-    """SQL over a span of `spans` (`s`: its alias and a dot) with no agenttrace.segment: true where
-    a convention of traces/conventions may recognise it (a superset of what `classify` does: every
-    key, name and scope a convention tests first). False: none does, so the span is left out as
-    of no known convention, its time other, and its trace stays with the queries."""
-    from agenttrace.traces.conventions import google_adk, openllmetry, pydantic_ai
-
-    keys = (sc.PAI_LOGFIRE_MSG, *sc.CLIENT_CALL_KEYS)
-    prefixes = " OR ".join(f"startsWith(k, '{x}')" for x in _FOREIGN_PREFIXES)
-    scopes = (google_adk.SCOPE, google_adk.OI_SCOPE, pydantic_ai.SCOPE)
-    return (f"(arrayExists(k -> {prefixes} OR k IN ({_quoted(keys)}), mapKeys({s}attrs)) "
-            f"OR {s}name IN ({_quoted((sc.VLLM_SPAN_NAME, *pydantic_ai.NAMES))}) "
-            f"OR {s}scope IN ({_quoted(scopes)}) OR endsWith({s}scope, '{openllmetry.SCOPE_SUFFIX}'))")
-
-
 # A span of a trace the per-span code reads (per_trace.py): its spans of another
 # instrumentation need SPANS.md's structure rules, or what the SQL does not state (roles.py).
 FOREIGN = roles.ROUTED

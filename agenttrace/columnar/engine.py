@@ -115,32 +115,11 @@ class Engine:
             return bool(self.store.rows(f"{sql} LIMIT 1", params))
 
     def _part(self, lo: int, hi: int, keyed: bool = False) -> tuple[readings.Part, int]:
-        """What the table holds of the input whose spans' input orders run lo..hi (readings.py;
-        `keyed`: with its first span of ours' key); and the highest input order among them (lo - 1
-        when none)."""
-        counts, _ = self.table(readings.counts_sql(lo, hi))
-        part, top, mapped = readings.Part(), lo - 1, False
-        for segment, by_role, n, t in zip(counts["segment"], counts["mapped"], counts["n"], counts["top"], strict=True):
-            top = max(top, t)
-            if by_role:
-                mapped = True
-            elif segment:
-                part.segments[segment] = n
-            else:
-                part.unknown = n
-        if part.unknown:
-            names, _ = self.table(readings.names_sql(lo, hi))
-            part.names = [(n, (a, b)) for n, a, b in zip(names["name"], names["k0"], names["k1"], strict=True)]
-        if mapped:  # keyed: where each entry came first decides where it is listed among the rest
-            part.mapped = readings.mapped_reading(self.table(readings.conventions_sql(lo, hi))[0],
-                                                  self.table(readings.left_out_sql(lo, hi))[0])
-        if (keyed or mapped) and part.segments:
-            first, _ = self.table(readings.first_sql(lo, hi))
-            part.first = (first["k0"][0], first["k1"][0])
-        return part, top
+        """What the table holds of the input whose spans' input orders run lo..hi, and the highest
+        input order among them (readings.part_of)."""
+        return readings.part_of(self, lo, hi, keyed)
 
-    def _tables(self) -> None:
-        """A new span table, and its roles' (roles.py)."""
+    def _tables(self) -> None:  # a new span table, and its roles' (roles.py)
         self.drop([roles.ROLES])
         self.q(load.table())
         self.q(roles.table())

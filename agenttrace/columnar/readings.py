@@ -182,6 +182,31 @@ def _pair(value) -> tuple:
     return tuple(value.values()) if isinstance(value, dict) else tuple(value)
 
 
+def part_of(engine, lo: int, hi: int, keyed: bool = False) -> tuple[Part, int]:
+    """What the table of `engine` (an Engine) holds of the input whose spans' input orders run
+    lo..hi (`keyed`: with its first span of ours' key); and the highest input order among them
+    (lo - 1 when none)."""
+    counts, _ = engine.table(counts_sql(lo, hi))
+    part, top, mapped = Part(), lo - 1, False
+    for segment, by_role, n, t in zip(counts["segment"], counts["mapped"], counts["n"], counts["top"], strict=True):
+        top = max(top, t)
+        if by_role:
+            mapped = True
+        elif segment:
+            part.segments[segment] = n
+        else:
+            part.unknown = n
+    if part.unknown:
+        names, _ = engine.table(names_sql(lo, hi))
+        part.names = [(n, (a, b)) for n, a, b in zip(names["name"], names["k0"], names["k1"], strict=True)]
+    if mapped:  # keyed: where each entry came first decides where it is listed among the rest
+        part.mapped = mapped_reading(engine.table(conventions_sql(lo, hi))[0], engine.table(left_out_sql(lo, hi))[0])
+    if (keyed or mapped) and part.segments:
+        first, _ = engine.table(first_sql(lo, hi))
+        part.first = (first["k0"][0], first["k1"][0])
+    return part, top
+
+
 def trace_starts(order: dict[tuple[str, str], int]) -> dict[str, int]:
     """Each trace's first input order, from (trace, span) -> input order."""
     starts: dict[str, int] = {}

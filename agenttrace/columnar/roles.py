@@ -28,6 +28,26 @@ import re
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import client, genai, google_adk, openinference, openllmetry, pydantic_ai, vllm
 
+_FOREIGN_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "pydantic_ai.", "gcp.vertex.agent.")
+
+
+def _quoted(values) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+def recognisable(s: str = "") -> str:
+    """SQL over a span of `spans` (`s`: its alias and a dot) with no agenttrace.segment: true where
+    a convention of traces/conventions may recognise it (a superset of what `classify` does: every
+    key, name and scope a convention tests first). False: none does, so the span is left out as
+    of no known convention, its time other, and its trace stays with the queries."""
+    keys = (sc.PAI_LOGFIRE_MSG, *sc.CLIENT_CALL_KEYS)
+    prefixes = " OR ".join(f"startsWith(k, '{x}')" for x in _FOREIGN_PREFIXES)
+    scopes = (google_adk.SCOPE, google_adk.OI_SCOPE, pydantic_ai.SCOPE)
+    return (f"(arrayExists(k -> {prefixes} OR k IN ({_quoted(keys)}), mapKeys({s}attrs)) "
+            f"OR {s}name IN ({_quoted((sc.VLLM_SPAN_NAME, *pydantic_ai.NAMES))}) "
+            f"OR {s}scope IN ({_quoted(scopes)}) OR endsWith({s}scope, '{openllmetry.SCOPE_SUFFIX}'))")
+
+
 ROLES = "roles"
 MEMBERS = (sc.Segment.AGENT.value, sc.Segment.GENERATION.value, sc.Segment.TOOL.value)
 _TABLE = f"""CREATE TEMPORARY TABLE {ROLES} (
@@ -183,8 +203,6 @@ def insert(lo: int, hi: int) -> str:
     """SQL: the roles of the table's spans of input orders lo..hi with no agenttrace.segment that
     a convention recognises, into ROLES. Each convention's role is a column of its own; the first
     that recognises the span gives its role, as in `classify`."""
-    from agenttrace.columnar.coverage import recognisable
-
     s = _Span()
     columns = ", ".join(f"{f(s)} AS c{n}" for n, f in enumerate(_CONVENTIONS))
     pick = "multiIf(" + ", ".join(f"c{n}.1 != '', c{n}" for n in range(len(_CONVENTIONS))) + f", {_NONE})"

@@ -179,9 +179,9 @@ def test_problems_in_a_foreign_trace_are_worded_with_their_source_line(tmp_path)
 
 
 def test_what_a_convention_may_map_is_found_by_the_query_for_every_framework_span():
-    # coverage.recognisable is a superset of the conventions' own test (classify): a span it calls
+    # roles.recognisable is a superset of the conventions' own test (classify): a span it calls
     # unknown stays with the queries as "no known convention", so it must never be one they map
-    from agenttrace.columnar.coverage import recognisable
+    from agenttrace.columnar.roles import recognisable
     from agenttrace.columnar.engine import Engine
     from agenttrace.columnar.load import file_insert, table
     from agenttrace.traces.conventions import classify
