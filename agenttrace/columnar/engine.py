@@ -125,11 +125,11 @@ class Engine:
         self.q(roles.table())
 
     def map_roles(self, lo: int, hi: int) -> None:
-        """The roles of the spans of input orders lo..hi found (roles.py), and the spans they map
-        in traces the queries state given their segments."""
+        """The roles of the spans of input orders lo..hi (roles.py), applied where the table maps them."""
         self.q(roles.insert(lo, hi))
-        for segment in self.table(roles.mapped_segments(lo, hi))[0]["segment"]:
-            self.q(roles.apply(segment, lo, hi))
+        found = self.table(roles.mapped(lo, hi))[0]
+        for convention, segment in zip(found["convention"], found["segment"], strict=True):
+            self.q(roles.apply(convention, segment, lo, hi))
 
     def load_files(self, files: list[Path]) -> list[InputFigures]:
         """Each file's spans into `spans` (a new table), in input order above every span loaded

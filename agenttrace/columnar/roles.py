@@ -10,15 +10,19 @@ is not stated here: a reason quoting a value that is not plain ASCII, an OpenInf
 `str.upper` may change otherwise).
 
 `ROLES` holds the role of every span of the table that has no `agenttrace.segment` and that a
-convention recognises. A trace whose roles are all *leaves* (network, memory, or left out: an HTTP
-or database client under our tool, a retriever, an embeddings call, a framework's grouping span
-around ours) needs no structure rule: normalise maps those spans and changes nothing else, so
-the table maps them itself (`apply`: the segment written on the span, as normalise writes it) and
-the queries compute the trace's figures. A trace with a member (an agent, a generation, a tool
-execution: the rules infer tasks, steps and attempts from them, join remote calls and merge call
-layers), with a role the SQL does not state exactly, or with what normalise reads of our own spans
-once a trace holds foreign ones (a server's generation span under the caller's, our
-`agenttrace.inferred` marks) is `route`d: read by the per-span code (per_trace.py).
+convention recognises. Where normalise would only map a trace's foreign spans and change nothing
+else, the table maps them itself (`apply`: the segment written on the span, with the attributes of
+ours its role gives, as normalise's copy has them) and the queries compute the trace's figures:
+- *leaves* (network, memory, or left out: an HTTP or database client call, a retriever, an
+  embeddings call, a framework's grouping span around ours);
+- a model call or tool execution of GenAI, OpenInference or OpenLLMetry inside one of ours (the
+  client library's span under our generation, a framework's tool span under our tool execution;
+  the task has steps of ours, so no structure rule reads it).
+A trace with any other member (an agent, a model call or tool execution elsewhere: the rules infer
+tasks, steps and attempts from them, join remote calls and merge call layers), with a role the SQL
+does not state exactly, or with what normalise reads of our own spans once a trace holds foreign
+ones (a server's generation span under the caller's, our `agenttrace.inferred` marks) is
+`route`d: read by the per-span code (per_trace.py).
 """
 
 from __future__ import annotations
@@ -107,6 +111,25 @@ class _Span:
     def any_key(self, prefix: str) -> str:
         return f"arrayExists(k -> startsWith(k, {_q(prefix)}), mapKeys({self.p}attrs))"
 
+    def first_text(self, *keys: str) -> str:
+        """conventions.first_text as typed text ('s...'), NULL where no key holds a non-empty text."""
+        picks = ", ".join(f"{self.is_text(k)} AND length({self.value(k)}) > 1, {self.value(k)}" for k in keys)
+        return f"multiIf({picks}, NULL)"
+
+    def first_count(self, *keys: str) -> str:
+        """int() of conventions.first_number as typed text ('i...'), NULL where no key holds a
+        finite number under 1e18 (a boolean is none)."""
+        def number(k: str) -> str:
+            return f"toFloat64OrNull(substring({self.value(k)}, 2))"
+
+        def count(k: str) -> str:  # an integer's own digits; a double truncated toward zero, as int()
+            digits = f"startsWith({self.value(k)}, 'i') AND match({self.value(k)}, '^i-?[0-9]+$')"
+            return f"if({digits}, {self.value(k)}, concat('i', toString(toInt64({number(k)}))))"
+
+        picks = ", ".join(f"substring({self.value(k)}, 1, 1) IN ('i', 'd') AND isFinite(ifNull({number(k)}, nan)) "
+                          f"AND abs({number(k)}) < 1e18, {count(k)}" for k in keys)
+        return f"multiIf({picks}, NULL)"
+
 
 def _vllm(s: _Span) -> str:
     return f"if({s.name} = {_q(sc.VLLM_SPAN_NAME)} OR {s.has(*vllm.LATENCIES)}, {_role(vllm.NAME, 'generation')}, {_NONE})"
@@ -143,8 +166,8 @@ def _genai(s: _Span) -> str:
 def _google_adk(s: _Span) -> str:
     # its base role is OpenInference's where the span has OpenInference's kind, else GenAI's; a
     # base that is OpenInference's (or any, on OpenInference's scope) stands, else it is ADK's.
-    # (Which convention a tool execution is counted under, where its result says it failed, does
-    # not matter here: a tool execution is a member, routed.)
+    # Its members are never stated exactly (sure 0: routed): a tool whose result says it failed
+    # is counted under ADK with an error.type, and its results are JSON the SQL does not read.
     base = f"if({s.has(sc.OI_SPAN_KIND)}, {_openinference(s)}, {_genai(s)})"
     adk = google_adk.NAME
     return (f"multiIf(NOT ({s.scope} IN ({_list((google_adk.SCOPE, google_adk.OI_SCOPE))}) OR {s.any_key(google_adk.ADK_KEYS)}), "
@@ -152,6 +175,8 @@ def _google_adk(s: _Span) -> str:
             f"{s.name} = 'call_llm' AND NOT {s.has(sc.GEN_AI_OPERATION_NAME, sc.OI_SPAN_KIND)}, "
             f"{_role(adk, reason=_q(google_adk.CALL_LLM_REASON))}, "
             f"({base} AS adk_base).1 = '', {_NONE}, "
+            f"adk_base.2 IN ({_list(MEMBERS)}), tuple(if({s.scope} = {_q(google_adk.OI_SCOPE)} OR "
+            f"adk_base.1 = {_q(openinference.NAME)}, adk_base.1, {_q(adk)}), adk_base.2, adk_base.3, adk_base.4, toUInt8(0)), "
             f"{s.scope} = {_q(google_adk.OI_SCOPE)} OR adk_base.1 = {_q(openinference.NAME)}, adk_base, "
             f"tuple({_q(adk)}, adk_base.2, adk_base.3, adk_base.4, adk_base.5))")
 
@@ -194,6 +219,56 @@ def _client(s: _Span) -> str:
 _CONVENTIONS = (_vllm, _google_adk, _openinference, _openllmetry, _pydantic_ai, _genai, _client)  # classify's order
 
 
+# -- the attributes of ours a mapped span gains (its role's `attributes`, where it lacks them) ------
+def _entries(s: _Span, pairs: list[tuple[str, str]]) -> str:
+    """SQL: a Map of the (key, typed text or NULL) `pairs` that are not NULL."""
+    tuples = "[" + ", ".join(f"tuple({_q(k)}, {v})" for k, v in pairs) + "]"
+    kept = f"arrayFilter(x -> x.2 IS NOT NULL, {tuples})"
+    return f"mapFromArrays(arrayMap(x -> x.1, {kept}), arrayMap(x -> assumeNotNull(x.2), {kept}))"
+
+
+def _genai_generation(s: _Span) -> list[tuple[str, str]]:  # genai.generation_attributes
+    return [(sc.GEN_AI_PROVIDER_NAME, s.first_text(sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_SYSTEM)),
+            (sc.GEN_AI_USAGE_INPUT_TOKENS, s.first_count(sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_PROMPT_TOKENS)),
+            (sc.GEN_AI_USAGE_OUTPUT_TOKENS, s.first_count(sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_COMPLETION_TOKENS)),
+            (sc.GEN_AI_REQUEST_MODEL, s.first_text(sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL))]
+
+
+def _tool_name(s: _Span, key: str, fallback: str) -> list[tuple[str, str]]:
+    return [(sc.GEN_AI_TOOL_NAME, f"ifNull({s.first_text(key)}, concat('s', {fallback}))")]
+
+
+def _last_dot(name: str) -> str:
+    """SQL: `name` before its last dot (name.rsplit('.', 1)[0]), `name` without one."""
+    return (f"if(position({name}, '.') > 0, substring({name}, 1, length({name}) - position(reverse({name}), '.')), "
+            f"{name})")
+
+
+# (convention, segment) -> what a role of that convention gives a span of that segment. A member
+# (a model call, a tool execution) stays in the table only where it is one of these and sits in a
+# model call or tool execution of ours (`_NESTED`): there normalise maps it and changes nothing
+# else (no structure rule reads it: the task has steps of ours, it is under an attempt, it is not
+# a step's child).
+_DERIVED = {
+    (genai.NAME, "generation"): _genai_generation,
+    (openllmetry.NAME, "generation"): _genai_generation,
+    (openinference.NAME, "generation"): lambda s: [
+        (sc.GEN_AI_REQUEST_MODEL, s.first_text(sc.OI_LLM_MODEL_NAME)),
+        (sc.GEN_AI_PROVIDER_NAME, s.first_text(sc.OI_LLM_PROVIDER, sc.OI_LLM_SYSTEM)),
+        (sc.GEN_AI_USAGE_INPUT_TOKENS, s.first_count(sc.OI_LLM_TOKENS_PROMPT)),
+        (sc.GEN_AI_USAGE_OUTPUT_TOKENS, s.first_count(sc.OI_LLM_TOKENS_COMPLETION))],
+    (genai.NAME, "tool"): lambda s: _tool_name(
+        s, sc.GEN_AI_TOOL_NAME, f"trimBoth(if(startsWith({s.name}, {_q(sc.OP_EXECUTE_TOOL)}), "
+                                f"substring({s.name}, {len(sc.OP_EXECUTE_TOOL) + 1}), {s.name}))"),
+    (openinference.NAME, "tool"): lambda s: _tool_name(s, sc.OI_TOOL_NAME, s.name),
+    (openllmetry.NAME, "tool"): lambda s: _tool_name(s, sc.TL_ENTITY_NAME, _last_dot(s.name)),
+}
+_STAYS = "(" + " OR ".join(f"(r.1 = {_q(c)} AND r.2 = {_q(g)})" for c, g in _DERIVED) + ")"
+# The span's parent is a model call or tool execution of ours, under an attempt of ours; and its
+# own name is plain (str.strip, which the GenAI tool name goes through, strips more than spaces).
+_NESTED = f"par.h != 0 AND gp.h != 0 AND match(c.name, {_ASCII})"
+
+
 def table() -> str:
     """SQL creating the (empty) roles table."""
     return _TABLE
@@ -202,27 +277,38 @@ def table() -> str:
 def insert(lo: int, hi: int) -> str:
     """SQL: the roles of the table's spans of input orders lo..hi with no agenttrace.segment that
     a convention recognises, into ROLES. Each convention's role is a column of its own; the first
-    that recognises the span gives its role, as in `classify`."""
+    that recognises the span gives its role, as in `classify`. Routed: a member, but one nested in
+    ours (`_DERIVED`), and a role not stated exactly."""
     s = _Span()
     columns = ", ".join(f"{f(s)} AS c{n}" for n, f in enumerate(_CONVENTIONS))
     pick = "multiIf(" + ", ".join(f"c{n}.1 != '', c{n}" for n in range(len(_CONVENTIONS))) + f", {_NONE})"
-    return f"""INSERT INTO {ROLES} SELECT i, trace_id, name, r.1, r.2, r.3, r.4, r.2 IN ({_list(MEMBERS)}) OR NOT r.5
-FROM (SELECT i, trace_id, name, {pick} AS r FROM (
-  SELECT i, trace_id, name, {columns} FROM spans WHERE i BETWEEN {lo} AND {hi} AND segment = '' AND {recognisable()}))
-WHERE r.1 != ''"""
+    ours = f"i NOT IN (SELECT i FROM {ROLES})"  # the roles of the files before: theirs, mapped
+    route = f"NOT r.5 OR (r.2 IN ({_list(MEMBERS)}) AND NOT ({_STAYS} AND {_NESTED}))"
+    return f"""INSERT INTO {ROLES} SELECT c.i, c.trace_id, c.name, r.1, r.2, r.3, r.4, {route}
+FROM (SELECT i, trace_id, name, ph, {pick} AS r FROM (
+  SELECT i, trace_id, name, ph, {columns} FROM spans WHERE i BETWEEN {lo} AND {hi} AND segment = '' AND {recognisable()})) AS c
+LEFT JOIN (SELECT h, ph FROM spans WHERE segment IN ('generation', 'tool') AND {ours}) AS par ON par.h = c.ph
+LEFT JOIN (SELECT h FROM spans WHERE segment = 'attempt' AND {ours}) AS gp ON gp.h = par.ph
+WHERE r.1 != ''
+SETTINGS join_use_nulls = 0"""
 
 
-def mapped_segments(lo: int, hi: int) -> str:
-    """SQL: the segments the roles of input orders lo..hi map spans of traces not routed to."""
-    return f"SELECT DISTINCT segment FROM {ROLES} WHERE i BETWEEN {lo} AND {hi} AND segment != '' AND NOT route"
+def mapped(lo: int, hi: int) -> str:
+    """SQL: (convention, segment) of the roles of input orders lo..hi that map spans of traces not
+    routed."""
+    return f"SELECT DISTINCT convention, segment FROM {ROLES} WHERE i BETWEEN {lo} AND {hi} AND segment != '' AND NOT route"
 
 
-def apply(segment: str, lo: int, hi: int) -> str:
-    """SQL: `segment` written on the spans of input orders lo..hi whose role maps them to it (and
-    under agenttrace.segment, as normalise adds it), unless their role routes them."""
-    return (f"ALTER TABLE spans UPDATE segment = {_q(segment)}, attrs = mapUpdate(attrs, map({_q(sc.SEGMENT)}, {_q('s' + segment)})) "
-            f"WHERE i IN (SELECT i FROM {ROLES} WHERE i BETWEEN {lo} AND {hi} AND segment = {_q(segment)} AND NOT route) "
-            "SETTINGS mutations_sync = 2")
+def apply(convention: str, segment: str, lo: int, hi: int) -> str:
+    """SQL: `segment` written on the spans of input orders lo..hi that a role of `convention` maps
+    to it, unless routed, with what the role gives them where they lack it, and the segment under
+    agenttrace.segment (normalise's copy: `{**role.attributes, **span.attributes, SEGMENT: ...}`)."""
+    derive = _DERIVED.get((convention, segment))
+    gained = "attrs" if derive is None else f"mapUpdate({_entries(_Span(), derive(_Span()))}, attrs)"
+    return (f"ALTER TABLE spans UPDATE segment = {_q(segment)}, "
+            f"attrs = mapUpdate({gained}, map({_q(sc.SEGMENT)}, {_q('s' + segment)})) "
+            f"WHERE i IN (SELECT i FROM {ROLES} WHERE i BETWEEN {lo} AND {hi} AND convention = {_q(convention)} "
+            f"AND segment = {_q(segment)} AND NOT route) SETTINGS mutations_sync = 2")
 
 
 # A trace is routed for a role the table does not map itself, or, holding another

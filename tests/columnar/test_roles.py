@@ -217,7 +217,9 @@ def test_traces_whose_foreign_spans_are_leaves_stay_with_the_queries(leaves):
     assert summary.reason is None and summary.per_trace_spans == 0 and _summary(summary.report) == _summary(ref)
 
 
-def test_a_store_of_traces_with_foreign_leaves_gives_the_per_span_report(leaves, tmp_path, capsys):
+def test_a_store_of_traces_with_foreign_leaves_gives_the_per_span_report(leaves, tmp_path, capsys, monkeypatch):
+    from agenttrace.columnar import batches
+
     url = f"chdb:{tmp_path / 'ch'}"
     assert main(["export", str(leaves), "--clickhouse", url]) == 0
     capsys.readouterr()
@@ -227,7 +229,13 @@ def test_a_store_of_traces_with_foreign_leaves_gives_the_per_span_report(leaves,
     assert outcome.reason is None and outcome.per_trace_spans == 0
     assert outcome.report.model_dump_json() == ref.model_dump_json()
     summary = report_store(query, threads=1, summary_only=True)
-    assert summary.per_trace_spans == 0 and _summary(summary.report) == _summary(ref)
+    assert summary.reason is None and summary.per_trace_spans == 0 and _summary(summary.report) == _summary(ref)
+    # a batch of traces at a time: each batch's mapped spans counted where they came first
+    monkeypatch.setattr(batches, "BATCH_SPANS", 40)
+    kept = []
+    monkeypatch.setattr(batches, "_keep", lambda engine, n, f=batches._keep: kept.append(n) or f(engine, n))
+    summary = report_store(query, threads=1, summary_only=True)
+    assert summary.reason is None and len(kept) >= 3 and _summary(summary.report) == _summary(ref)
 
 
 def test_leaves_beside_framework_traces_list_each_entry_where_it_came_first(leaves, tmp_path):
@@ -245,3 +253,89 @@ def test_leaves_beside_framework_traces_list_each_entry_where_it_came_first(leav
     assert outcome.report.model_dump_json() == ref.model_dump_json()
     summary = report_files([folder], threads=2, summary_only=True)
     assert _summary(summary.report) == _summary(ref)
+
+
+# Other instrumentations' model calls and tool executions inside ours: the client library's span
+# under our generation (openai-v2, util-genai, OpenLLMetry, OpenInference's LangChain), a
+# framework's tool span under our tool execution.
+_CALLS = [
+    ("chat gpt-4o-mini", 3, "opentelemetry.instrumentation.openai_v2",
+     {"gen_ai.operation.name": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o-mini",
+      "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 17}),
+    ("chat", 3, "opentelemetry.util.genai", {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+                                             "gen_ai.response.model": "gpt-4o", "gen_ai.usage.prompt_tokens": 99.7}),
+    ("openai.chat", 3, "opentelemetry.instrumentation.openai.v1",
+     {"llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.usage.completion_tokens": 5}),
+    ("ChatOpenAI", 1, "openinference.instrumentation.langchain",
+     {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o", "llm.provider": "openai",
+      "llm.token_count.prompt": 10, "llm.token_count.completion": 3}),
+]
+_TOOLS = [
+    ("execute_tool get_weather", 1, "opentelemetry.util.genai", {"gen_ai.operation.name": "execute_tool"}),
+    ("search", 1, "openinference.instrumentation.langchain", {"openinference.span.kind": "TOOL", "tool.name": "search"}),
+    ("get_weather.tool", 1, "traceloop", {"traceloop.span.kind": "tool"}),
+]
+
+
+def _nested(folder: Path, seed: int = 5) -> Path:
+    """Our samples with another instrumentation's model call under most of our generations and
+    its tool span under most of our tool executions (each in a scope of its own)."""
+    rng = random.Random(seed)
+    for f in SAMPLES.glob("*.jsonl"):
+        lines = []
+        for line in f.read_text().splitlines():
+            doc = json.loads(line)
+            for rs in doc["resourceSpans"]:
+                added = []
+                for s in (s for ss in rs["scopeSpans"] for s in ss["spans"]):
+                    seg = next((a["value"].get("stringValue") for a in s["attributes"] if a["key"] == "agenttrace.segment"), None)
+                    if seg not in ("generation", "tool") or rng.random() >= 0.8:
+                        continue
+                    name, kind, scope, attrs = rng.choice(_CALLS if seg == "generation" else _TOOLS)
+                    start, end = int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"])
+                    added.append({"scope": {"name": scope}, "spans": [{
+                        "traceId": s["traceId"], "spanId": f"{rng.getrandbits(64):016x}", "parentSpanId": s["spanId"],
+                        "name": name, "kind": kind, "startTimeUnixNano": str(start + (end - start) // 5),
+                        "endTimeUnixNano": str(end - (end - start) // 5),
+                        "attributes": [{"key": k, "value": _value(v)} for k, v in attrs.items()]}]})
+                rs["scopeSpans"] += added
+            lines.append(json.dumps(doc))
+        (folder / f.name).write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_their_model_calls_and_tools_inside_ours_stay_with_the_queries(tmp_path, capsys):
+    # normalise only maps them (our steps hold them): the table maps them with what their roles
+    # give (model, provider, token counts, tool name), and the tasks with a call inside a call
+    # get their figures from the per-span code on their spans read back from the table
+    folder = _nested(tmp_path)
+    ref = report_streamed([str(folder)])
+    assert {c.name for i in ref.inputs for c in i.conventions} >= {"OpenTelemetry GenAI", "OpenInference", "OpenLLMetry"}
+    outcome = report_files([folder], threads=2)
+    assert outcome.reason is None and outcome.per_trace_spans == 0 and outcome.per_span_tasks > 0
+    assert outcome.report.model_dump_json() == ref.model_dump_json()
+    summary = report_files([folder], threads=2, summary_only=True)
+    assert summary.reason is None and _summary(summary.report) == _summary(ref)
+    url = f"chdb:{tmp_path / 'ch'}"
+    assert main(["export", str(folder), "--clickhouse", url]) == 0
+    capsys.readouterr()
+    query = ClickHouseQuery(url)
+    outcome = report_store(query, threads=1)
+    assert outcome.reason is None and outcome.per_trace_spans == 0
+    assert outcome.report.model_dump_json() == report_clickhouse(query).model_dump_json()
+
+
+def test_what_a_mapped_span_gains_is_what_normalise_gives_it(tmp_path):
+    # the attributes of ours each role derives (first text, first finite number, int()), as the
+    # tasks the per-span code makes read them back from the table (rows.task_spans), equal
+    # normalise's copies
+    from agenttrace.columnar.assemble import typed
+    from agenttrace.traces.normalise import normalise
+
+    folder = _nested(tmp_path)
+    engine = Engine(threads=1)
+    engine.load_files(sorted(folder.glob("*.jsonl")))
+    got, _ = engine.table("SELECT trace_id, span_id, attrs FROM spans WHERE i IN (SELECT i FROM roles WHERE NOT route)")
+    table = {(t, s): {k: typed(v) for k, v in a} for t, s, a in zip(*got.values(), strict=True)}
+    mapped = {(s.trace_id, s.span_id): dict(s.attributes) for s in normalise(load_spans([str(folder)]).spans).spans}
+    assert len(table) > 5 and all(table[k] == mapped[k] for k in table), [(table[k], mapped[k]) for k in table if table[k] != mapped[k]]
