@@ -1,5 +1,5 @@
 """Synthetic traces with spans the columnar queries do not state, or state apart (`agenttrace bench
-report --foreign N --own-spans SHARE --client-spans SHARE --long-horizon N`, issue 32's seventh,
+report --foreign N --own-spans SHARE --client-spans SHARE --chat-spans SHARE --long-horizon N`, issue 32's seventh,
 eleventh and fifteenth parts):
 other instrumentations' traces beside ours, a user's own spans of no known convention around ours,
 and our own long-horizon agents' (compactions, sub-agents).
@@ -12,7 +12,8 @@ and our own long-horizon agents' (compactions, sub-agents).
   (no agenttrace.segment, no convention's marks), covering a part of its parent;
 - `add_client_spans`: under a `share` of the generation and tool spans, an HTTP or database client
   span (OpenTelemetry's client conventions), as an agent's HTTP and database instrumentations add
-  beside ours; the table maps them itself (columnar/roles.py, issue 32's fifteenth part);
+  beside ours; `add_chat_spans`: under a `share` of the generations, the model client's own GenAI
+  `chat` span; the table maps both itself (columnar/roles.py, issue 32's fifteenth part);
 - `long_horizon_lines` with `append_copies`: the long-horizon demo's recording (3 tasks, 68 spans)
   appended `copies` times.
 """
@@ -142,6 +143,23 @@ _MODEL_REQUEST = ("POST", {"http.request.method": "POST", "url.full": "http://lo
 _TOOL_CALLS = (("GET", {"http.request.method": "GET", "url.full": "https://api.example.com/v1/weather",
                         "server.address": "api.example.com"}),
                ("SELECT", {"db.system.name": "postgresql", "db.query.text": "SELECT * FROM notes WHERE id = $1"}))
+
+
+# What the model client's own instrumentation writes under a model call of ours (the OpenAI
+# client's, opentelemetry-instrumentation-openai-v2: GenAI before v1.37).
+_CHAT = ("chat gpt-4o-mini", {"gen_ai.operation.name": "chat", "gen_ai.system": "openai",
+                              "gen_ai.request.model": "gpt-4o-mini", "server.address": "localhost"})
+
+
+def add_chat_spans(path: Path, share: float, seed: int = 3) -> int:
+    """The model client instrumentation's `chat` span (GenAI, kind CLIENT) under `share` of the
+    generation spans of the trace file(s) at `path`, rewritten in place; the spans added."""
+    def make(rng: random.Random, s: dict) -> list[dict]:
+        if _segment(s) != "generation" or rng.random() >= share:
+            return []
+        return [_child(rng, s, _CHAT[0], 3, _CHAT[1])]
+
+    return _add_children(path, make, seed)
 
 
 def add_client_spans(path: Path, share: float, seed: int = 2) -> int:

@@ -15,8 +15,8 @@ aggregates in the engine (agenttrace/columnar/summary.py), a few kilobytes back.
 Targets (issue 32): 1,000,000 spans end to end in <= 5 s and <= 1 GB peak memory.
 `--foreign N` and `--own-spans SHARE` add what the columnar queries do not state (bench/mixed.py):
 other instrumentations' traces, and a user's own spans around ours; `--client-spans SHARE` HTTP and
-database client spans of OpenTelemetry's client instrumentations under ours (mapped in the
-table: columnar/roles.py); `--long-horizon N` our own long-horizon agents' traces (compactions,
+database client spans of OpenTelemetry's client instrumentations under ours, `--chat-spans SHARE`
+the model client's GenAI spans under our generations (both mapped in the table: columnar/roles.py); `--long-horizon N` our own long-horizon agents' traces (compactions,
 sub-agents).
 """
 
@@ -32,7 +32,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrace.bench.mixed import add_client_spans, add_own_spans, append_copies, append_foreign, long_horizon_lines
+from agenttrace.bench.mixed import add_chat_spans, add_client_spans, add_own_spans, append_copies, append_foreign, long_horizon_lines
 from agenttrace.bench.synthetic import generate
 from agenttrace.clock import default_clock, elapsed_s
 
@@ -71,6 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--client-spans", type=float, default=0.0, metavar="SHARE",
                    help="add an HTTP or database client span (OpenTelemetry's client conventions) under this share of "
                         "the generation and tool spans")
+    p.add_argument("--chat-spans", type=float, default=0.0, metavar="SHARE",
+                   help="add the model client instrumentation's GenAI chat span under this share of the generations")
     p.set_defaults(func=run)
 
 
@@ -239,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
             written += add_own_spans(path, args.own_spans)
         if args.client_spans:
             written += add_client_spans(path, args.client_spans)
+        if args.chat_spans:
+            written += add_chat_spans(path, args.chat_spans)
         if args.foreign:
             try:
                 written += append_foreign(path, args.foreign, delegations=not args.no_delegations)

@@ -124,13 +124,6 @@ class Engine:
         self.q(load.table())
         self.q(roles.table())
 
-    def map_roles(self, lo: int, hi: int) -> None:
-        """The roles of the spans of input orders lo..hi (roles.py), applied where the table maps them."""
-        self.q(roles.insert(lo, hi))
-        found = self.table(roles.mapped(lo, hi))[0]
-        for convention, segment in zip(found["convention"], found["segment"], strict=True):
-            self.q(roles.apply(convention, segment, lo, hi))
-
     def load_files(self, files: list[Path]) -> list[InputFigures]:
         """Each file's spans into `spans` (a new table), in input order above every span loaded
         before (`next_i`: a batch's files follow the last batch's), other instrumentations' spans
@@ -152,7 +145,7 @@ class Engine:
             self.q(load.file_insert(path, self.next_i, load.STAGED))
             self.q(f"INSERT INTO spans SELECT * FROM {load.STAGED}")
             self.drop([load.STAGED])
-            self.map_roles(self.next_i, _LAST)
+            roles.find(self, self.next_i, _LAST)
             part, top = self._part(self.next_i, _LAST)
             seen = input_figures(readings.reading(str(f), part))
             if seen.spans:  # the per-span path lists an input only when it gave spans
@@ -181,7 +174,7 @@ class Engine:
         table = self.query.table
         if not (by_row and self._placed_by_row(table, where, params, batch)):  # the order sorted with every column
             self.q(load.store_insert(table, where, batch=batch), params if batch is None else None)
-        self.map_roles(0, _LAST)
+        roles.find(self, 0, _LAST)
 
     def store_part(self) -> readings.Part:
         """What the table holds of the store's input, with its first span of ours' key."""
