@@ -1,5 +1,6 @@
-"""The benchmark's mixed inputs (bench/mixed.py): framework traces appended with fresh ids, and a
-user's own spans added under ours; the columnar engine reports both as the per-span path does."""
+"""The benchmark's mixed inputs (bench/mixed.py): framework traces appended with fresh ids, a
+user's own spans, client calls and the model client's spans added under ours; the columnar engine
+reports each as the per-span path does."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from agenttrace.bench.mixed import FRAMEWORKS, add_own_spans, append_foreign
+from agenttrace.bench.mixed import FRAMEWORKS, add_chat_spans, add_client_spans, add_own_spans, append_foreign
 from agenttrace.bench.synthetic import generate
 
 
@@ -58,4 +59,36 @@ def test_long_horizon_copies_are_reported_by_the_queries(tmp_path):
     assert append_copies(path, long_horizon_lines(), 3) == 3 * 68 == len(_trace_ids(path)) - ours
     outcome = report_files([path], threads=1)
     assert outcome.per_span_tasks == 0
+    assert outcome.report.model_dump_json() == report_streamed([str(path)]).model_dump_json()
+
+
+def _spans(path) -> list[dict]:
+    return [s for line in path.read_text().splitlines() if line.strip()
+            for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+
+def test_client_and_chat_spans_go_under_our_calls_and_stay_with_the_queries(tmp_path):
+    # an HTTP or database client span under generations and tools, the GenAI chat span under
+    # generations: children inside their parents, mapped in the table (columnar/roles.py)
+    pytest.importorskip("chdb")
+    from agenttrace.columnar.engine import report_files
+    from agenttrace.report.build import report_streamed
+
+    path = tmp_path / "calls.jsonl"
+    generate(path, 2_000, seed=2)
+    segment = {s["spanId"]: next((a["value"]["stringValue"] for a in s["attributes"] if a["key"] == "agenttrace.segment"), None)
+               for s in _spans(path)}
+    calls = add_client_spans(path, 0.5)
+    chats = add_chat_spans(path, 0.5)
+    spans = _spans(path)
+    by_id = {s["spanId"]: s for s in spans}
+    added = [s for s in spans if s["spanId"] not in segment]
+    assert len(added) == calls + chats > 100
+    for s in added:
+        parent = by_id[s["parentSpanId"]]
+        assert segment[parent["spanId"]] in ("generation", "tool") and s["kind"] == 3
+        assert int(parent["startTimeUnixNano"]) <= int(s["startTimeUnixNano"]) < int(s["endTimeUnixNano"]) <= int(parent["endTimeUnixNano"])
+    assert {segment[s["parentSpanId"]] for s in added if s["name"].startswith("chat")} == {"generation"}
+    outcome = report_files([path], threads=1)
+    assert outcome.reason is None and outcome.per_trace_spans == 0
     assert outcome.report.model_dump_json() == report_streamed([str(path)]).model_dump_json()
