@@ -95,7 +95,7 @@ def append_copies(path: Path, lines: list[str], copies: int, seed: int = 7, name
     return added
 
 
-def _add_children(path: Path, make, seed: int) -> int:
+def add_children(path: Path, make, seed: int) -> int:
     """The trace file(s) at `path` rewritten in place with the child spans `make(rng, span)` gives
     each span (a list, empty for none), after the spans of its scope; the spans added."""
     rng = random.Random(seed)
@@ -128,7 +128,7 @@ def _child(rng: random.Random, parent: dict, name: str, kind: int, attributes: d
 def add_own_spans(path: Path, share: float, seed: int = 1) -> int:
     """A child span of no convention under `share` of the spans of the trace file(s) at `path`,
     rewritten in place; the spans added."""
-    return _add_children(path, lambda rng, s: [_child(rng, s, rng.choice(OWN_NAMES), 1, {})] if rng.random() < share else [],
+    return add_children(path, lambda rng, s: [_child(rng, s, rng.choice(OWN_NAMES), 1, {})] if rng.random() < share else [],
                          seed)
 
 
@@ -159,7 +159,7 @@ def add_chat_spans(path: Path, share: float, seed: int = 3) -> int:
             return []
         return [_child(rng, s, _CHAT[0], 3, _CHAT[1])]
 
-    return _add_children(path, make, seed)
+    return add_children(path, make, seed)
 
 
 def add_client_spans(path: Path, share: float, seed: int = 2) -> int:
@@ -173,4 +173,4 @@ def add_client_spans(path: Path, share: float, seed: int = 2) -> int:
         name, attributes = _MODEL_REQUEST if segment == "generation" else rng.choice(_TOOL_CALLS)
         return [_child(rng, s, name, 3, attributes)]
 
-    return _add_children(path, make, seed)
+    return add_children(path, make, seed)

@@ -41,8 +41,8 @@ def trace_checks() -> list[tuple[str, str]]:
     convention, or one whose role the table maps itself, they do state: roles.py):
     such a trace is reported by the per-span code, one trace at a time (per_trace.py); the whole
     input goes to the per-span path where every trace has it."""
-    return [("spans of another instrumentation that its structure rules read (agents, model calls, tool executions)",
-             f"SELECT count() FROM spans WHERE {FOREIGN}")]
+    return [("spans the per-span code's structure rules read (another instrumentation's agents, model calls or tool "
+             "executions; a model server's span under the call's)", f"SELECT count() FROM spans WHERE {FOREIGN}")]
 
 
 def tree_checks(p: str = "x_") -> list[tuple[str, str]]:
@@ -79,7 +79,9 @@ def per_span_tasks(p: str = "x_") -> str:
         (f"SELECT task FROM {p}t WHERE (segment = '{cmp}' AND (dlg OR ifNull(pi, 0) != task)) "
          f"OR (segment = '{dlg}' AND cmp)"),
         f"SELECT task FROM {p}t WHERE segment = '{agent}' AND i != task",  # an agent inside another's
-        f"SELECT task FROM {p}t WHERE segment = '{gen}' AND in_gen",  # a model server's span in the call's
+        # a model server's span in the call's (report/spec.server_side: the call's figures are its);
+        # another generation inside a call (the client library's span under ours) no figure reads
+        (f"SELECT task FROM {p}t WHERE segment = '{gen}' AND in_gen AND i IN (SELECT i FROM spans WHERE kind = 'SERVER')"),
         # an attempt not directly under its step, but for one of a sub-agent's run inside the
         # step's attempt (rows.attempt_rows says its validity), outside any generation
         (f"SELECT task FROM {p}t WHERE segment = '{att}' AND step IS NOT NULL AND ifNull(att, 0) != i "

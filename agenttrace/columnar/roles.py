@@ -328,9 +328,11 @@ def apply(convention: str, segment: str, lo: int, hi: int) -> str:
             f"AND segment = {_q(segment)} AND NOT route) SETTINGS mutations_sync = 2")
 
 
-# A trace is routed for a role the table does not map itself, or, holding another
-# instrumentation's spans, for what normalise then reads of our own: a server's generation span
-# (traces/remote.py splits its caller's), `agenttrace.inferred` marks (collected on the task).
-ROUTED = (f"trace_id IN (SELECT trace_id FROM {ROLES} WHERE route) OR (trace_id IN (SELECT trace_id FROM {ROLES}) AND "
-          f"((segment = '{sc.Segment.GENERATION.value}' AND kind = 'SERVER') OR mapContains(attrs, {_q(sc.INFERRED)})))")
+# A trace is routed for a role the table does not map itself; for a model server's generation
+# span, ours too (traces/remote.py splits the caller's, and the input lists the split as
+# inferred); and, holding another instrumentation's spans, for `agenttrace.inferred` marks of
+# ours (normalise collects them on the task).
+ROUTED = (f"trace_id IN (SELECT trace_id FROM {ROLES} WHERE route) OR trace_id IN (SELECT trace_id FROM spans WHERE "
+          f"segment = '{sc.Segment.GENERATION.value}' AND kind = 'SERVER') OR (trace_id IN (SELECT trace_id FROM {ROLES}) AND "
+          f"mapContains(attrs, {_q(sc.INFERRED)}))")
 DROP_ROUTED = f"ALTER TABLE {ROLES} DELETE WHERE trace_id IN (SELECT trace_id FROM {{routed}}) SETTINGS mutations_sync = 2"

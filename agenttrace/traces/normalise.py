@@ -174,14 +174,24 @@ def _task_roots(index: SpanIndex, foreign: set[Key]) -> list[SpanRecord]:
     return roots
 
 
+def _remote_calls(spans: list[SpanRecord]) -> bool:
+    """Whether a client generation has a server generation under it (the caller's and the model
+    server's spans of one call: traces/remote.py splits the caller's)."""
+    servers = {(s.trace_id, s.parent_id) for s in spans if s.segment == sc.Segment.GENERATION and s.kind == "SERVER"}
+    return bool(servers) and any(s.segment == sc.Segment.GENERATION and s.kind == "CLIENT" and (s.trace_id, s.span_id) in servers
+                                 for s in spans)
+
+
 def normalise(spans: list[SpanRecord], observe: Observer | None = None) -> Normalised:
-    """Our span tree from any trace (module docstring). Spans of ours only: returned as given.
+    """Our span tree from any trace (module docstring). Spans of ours only: returned as given,
+    but for remote generations (a model server's span under the caller's: split, whatever else
+    the input holds).
     `observe`: told each span's role as the mapping classifies it (columnar/readings.py notes
     where each convention first appears without classifying every span again)."""
     readings: dict[str, Reading] = {}
     mapped, foreign = _map(spans, readings, observe)
     problems: list[str] = []
-    if not foreign:
+    if not foreign and not _remote_calls(mapped):
         return Normalised(mapped, list(readings.values()), problems)
     index = SpanIndex(mapped)
     split_remote_generations(index, problems)

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("chdb")
 
-from agenttrace.bench.mixed import add_client_spans
+from agenttrace.bench.mixed import add_children, add_client_spans
 from agenttrace.cli import main
 from agenttrace.columnar import roles
 from agenttrace.columnar.engine import Engine, report_files, report_store
@@ -23,6 +23,7 @@ from agenttrace.traces.clickhouse import ClickHouseQuery, connect
 from agenttrace.traces.clickhouse_read import read_traces
 from agenttrace.traces.conventions import classify
 from agenttrace.traces.load import load_spans
+from trace_builder import any_value
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "traces" / "samples"
@@ -54,16 +55,6 @@ _SCOPES = ["", "gcp.vertex.agent", "openinference.instrumentation.google_adk", "
 _SPAN_KINDS = [1, 2, 3, "SPAN_KIND_CLIENT", "SPAN_KIND_INTERNAL"]
 
 
-def _value(v) -> dict:
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    return {"stringValue": v}
-
-
 def _crafted(path: Path, n: int, seed: int = 3) -> Path:
     """`n` root spans, each with the attributes of one to three of the sets above, a name, a
     scope and a kind drawn at random: every branch of every role, and sets meeting each other."""
@@ -79,7 +70,7 @@ def _crafted(path: Path, n: int, seed: int = 3) -> Path:
             by_scope.setdefault(rng.choice(_SCOPES), []).append({
                 "traceId": f"{t + 1:032x}", "spanId": f"{t * 50 + k + 1:016x}", "name": rng.choice(_NAMES),
                 "kind": rng.choice(_SPAN_KINDS), "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 500),
-                "attributes": [{"key": key, "value": _value(v)} for key, v in attrs.items()]})
+                "attributes": [{"key": key, "value": any_value(v)} for key, v in attrs.items()]})
         lines.append(json.dumps({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [
             {"scope": {"name": scope} if scope else {}, "spans": spans} for scope, spans in by_scope.items()]}]}))
     path.write_text("\n".join(lines) + "\n")
@@ -156,42 +147,44 @@ def test_the_sql_gives_a_stores_spans_the_role_the_per_span_store_reader_gives(c
     assert problems == [] and len(spans) == 3000 and _differences(spans, sql) == []
 
 
+def _segment(span: dict) -> str | None:
+    return next((a["value"].get("stringValue") for a in span["attributes"] if a["key"] == "agenttrace.segment"), None)
+
+
+def _leaf_spans(rng: random.Random, s: dict) -> list[dict]:
+    """An OpenInference retriever and a GenAI embeddings call under a step; a framework's grouping
+    span around a trace's root agent."""
+    start, end = int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"])
+    seg = _segment(s)
+    if seg == "step":
+        child = {"traceId": s["traceId"], "parentSpanId": s["spanId"], "kind": 1,
+                 "startTimeUnixNano": str(start + 1), "endTimeUnixNano": str(start + max(2, (end - start) // 10))}
+        return [{**child, "spanId": f"{rng.getrandbits(64):016x}", "name": "retrieve",
+                 "attributes": [{"key": "openinference.span.kind", "value": any_value("RETRIEVER")}]},
+                {**child, "spanId": f"{rng.getrandbits(64):016x}", "name": "embeddings text-embedding-3-small",
+                 "attributes": [{"key": "gen_ai.operation.name", "value": any_value("embeddings")},
+                                {"key": "gen_ai.provider.name", "value": any_value("openai")}]}]
+    if seg == "agent" and not s.get("parentSpanId"):
+        s["parentSpanId"] = f"{rng.getrandbits(64):016x}"
+        return [{"traceId": s["traceId"], "spanId": s["parentSpanId"], "name": "RunnableSequence", "kind": 1,
+                 "startTimeUnixNano": str(start - 10), "endTimeUnixNano": str(end + 10),
+                 "attributes": [{"key": "openinference.span.kind", "value": any_value("CHAIN")}]}]
+    return []
+
+
 def _leaves(folder: Path, share: float = 0.6) -> Path:
-    """Our samples with client calls under their generations and tools, an OpenInference retriever
-    and a GenAI embeddings call under a step, a framework's grouping span around an agent, and a
-    trace of a lone HTTP request: every foreign span a leaf the table maps itself."""
+    """Our samples with client calls under their generations and tools, the spans of `_leaf_spans`
+    in one of them, and a trace of a lone HTTP request: every foreign span a leaf the table maps
+    itself."""
     for f in SAMPLES.glob("*.jsonl"):
         shutil.copy(f, folder / f.name)
     add_client_spans(folder, share)
-    lines = []
-    for line in (folder / "demo-speculative.jsonl").read_text().splitlines():
-        doc = json.loads(line)
-        for ss in (ss for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]):
-            extra = []
-            for s in ss["spans"]:
-                seg = next((a["value"].get("stringValue") for a in s["attributes"] if a["key"] == "agenttrace.segment"), None)
-                start, end = int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"])
-                child = {"traceId": s["traceId"], "parentSpanId": s["spanId"], "kind": 1,
-                         "startTimeUnixNano": str(start + 1), "endTimeUnixNano": str(start + max(2, (end - start) // 10))}
-                if seg == "step":
-                    extra.append({**child, "spanId": s["spanId"][:-2] + "e1", "name": "retrieve",
-                                  "attributes": [{"key": "openinference.span.kind", "value": {"stringValue": "RETRIEVER"}}]})
-                    extra.append({**child, "spanId": s["spanId"][:-2] + "e2", "name": "embeddings text-embedding-3-small",
-                                  "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "embeddings"}},
-                                                 {"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}}]})
-                if seg == "agent" and not s.get("parentSpanId"):
-                    chain = f"{int(s['spanId'], 16) ^ 0xFFFF:016x}"
-                    extra.append({"traceId": s["traceId"], "spanId": chain, "name": "RunnableSequence", "kind": 1,
-                                  "startTimeUnixNano": str(start - 10), "endTimeUnixNano": str(end + 10),
-                                  "attributes": [{"key": "openinference.span.kind", "value": {"stringValue": "CHAIN"}}]})
-                    s["parentSpanId"] = chain
-            ss["spans"] += extra
-        lines.append(json.dumps(doc))
-    lines.append(json.dumps({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {}, "spans": [
-        {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "GET", "kind": 3, "startTimeUnixNano": "1700000000000000000",
-         "endTimeUnixNano": "1700000000100000000",
-         "attributes": [{"key": "http.request.method", "value": {"stringValue": "GET"}}]}]}]}]}))
-    (folder / "demo-speculative.jsonl").write_text("\n".join(lines) + "\n")
+    add_children(folder / "demo-speculative.jsonl", _leaf_spans, seed=4)
+    with (folder / "demo-speculative.jsonl").open("a") as out:
+        out.write(json.dumps({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {}, "spans": [
+            {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "GET", "kind": 3, "startTimeUnixNano": "1700000000000000000",
+             "endTimeUnixNano": "1700000000100000000",
+             "attributes": [{"key": "http.request.method", "value": any_value("GET")}]}]}]}]}) + "\n")
     return folder
 
 
@@ -288,7 +281,7 @@ def _nested(folder: Path, seed: int = 5) -> Path:
             for rs in doc["resourceSpans"]:
                 added = []
                 for s in (s for ss in rs["scopeSpans"] for s in ss["spans"]):
-                    seg = next((a["value"].get("stringValue") for a in s["attributes"] if a["key"] == "agenttrace.segment"), None)
+                    seg = _segment(s)
                     if seg not in ("generation", "tool") or rng.random() >= 0.8:
                         continue
                     name, kind, scope, attrs = rng.choice(_CALLS if seg == "generation" else _TOOLS)
@@ -297,7 +290,7 @@ def _nested(folder: Path, seed: int = 5) -> Path:
                         "traceId": s["traceId"], "spanId": f"{rng.getrandbits(64):016x}", "parentSpanId": s["spanId"],
                         "name": name, "kind": kind, "startTimeUnixNano": str(start + (end - start) // 5),
                         "endTimeUnixNano": str(end - (end - start) // 5),
-                        "attributes": [{"key": k, "value": _value(v)} for k, v in attrs.items()]}]})
+                        "attributes": [{"key": k, "value": any_value(v)} for k, v in attrs.items()]}]})
                 rs["scopeSpans"] += added
             lines.append(json.dumps(doc))
         (folder / f.name).write_text("\n".join(lines) + "\n")
@@ -306,13 +299,13 @@ def _nested(folder: Path, seed: int = 5) -> Path:
 
 def test_their_model_calls_and_tools_inside_ours_stay_with_the_queries(tmp_path, capsys):
     # normalise only maps them (our steps hold them): the table maps them with what their roles
-    # give (model, provider, token counts, tool name), and the tasks with a call inside a call
-    # get their figures from the per-span code on their spans read back from the table
+    # give (model, provider, token counts, tool name), and the queries make every task's figures
+    # (a generation inside ours is no call of its own: no figure reads it, as _scan_step)
     folder = _nested(tmp_path)
     ref = report_streamed([str(folder)])
     assert {c.name for i in ref.inputs for c in i.conventions} >= {"OpenTelemetry GenAI", "OpenInference", "OpenLLMetry"}
     outcome = report_files([folder], threads=2)
-    assert outcome.reason is None and outcome.per_trace_spans == 0 and outcome.per_span_tasks > 0
+    assert outcome.reason is None and outcome.per_trace_spans == 0 and outcome.per_span_tasks == 0
     assert outcome.report.model_dump_json() == ref.model_dump_json()
     summary = report_files([folder], threads=2, summary_only=True)
     assert summary.reason is None and _summary(summary.report) == _summary(ref)
@@ -339,3 +332,27 @@ def test_what_a_mapped_span_gains_is_what_normalise_gives_it(tmp_path):
     table = {(t, s): {k: typed(v) for k, v in a} for t, s, a in zip(*got.values(), strict=True)}
     mapped = {(s.trace_id, s.span_id): dict(s.attributes) for s in normalise(load_spans([str(folder)]).spans).spans}
     assert len(table) > 5 and all(table[k] == mapped[k] for k in table), [(table[k], mapped[k]) for k in table if table[k] != mapped[k]]
+
+
+def test_a_model_servers_span_inside_a_call_still_goes_to_the_per_span_code(tmp_path):
+    # our call with the model server's own generation span under it (`agenttrace serve` joined
+    # through traceparent: normalise splits the call into network and the server's part, and
+    # its figures are the call's, report/spec.server_side), beside a call with the client
+    # library's span under it (no figure reads that one: it stays with the queries)
+    from trace_builder import S, foreign, write_trace
+
+    def task(inner: S) -> S:
+        gen = S("generate", "generation", 0.1, 0.9, {"gen_ai.usage.output_tokens": 40}, [inner], kind=3)
+        return S("invoke_agent demo", "agent", 0, 1, {}, [S("step 1", "step", 0, 1, {"agenttrace.step.index": 1}, [
+            S("attempt 1", "attempt", 0, 1, {"agenttrace.attempt.index": 1}, [gen])])])
+
+    served = S("chat smollm2", "generation", 0.2, 0.8, {"agenttrace.spec.rounds": 5, "agenttrace.spec.draft_tokens": 20,
+                                                       "agenttrace.spec.accepted_tokens": 15}, kind=2)
+    client = foreign("chat gpt-4o-mini", 0.2, 0.8, {"gen_ai.operation.name": "chat", "gen_ai.system": "openai"}, kind=3)
+    path = tmp_path / "remote.jsonl"
+    write_trace(path, task(served), task(client))
+    ref = report_streamed([str(path)])
+    outcome = report_files([path], threads=1)
+    assert outcome.reason is None and outcome.per_trace_spans == 5 and outcome.per_span_tasks == 0
+    assert outcome.report.model_dump_json() == ref.model_dump_json()
+    assert ref.tasks[0].segments.network > 0 and ref.inputs[0].inferred == ["network / server split of remote generations"]

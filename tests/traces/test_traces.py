@@ -112,8 +112,10 @@ def test_a_remote_generation_of_ours_counts_once_and_its_server_parse_is_not_the
         client, S("parse_tool_call", "parse", 1.0, 1.1, {"agenttrace.parse.ok": True, "agenttrace.parse.result": "final_answer"})])
     step = S("agent_step 1", "step", 0.0, 1.1, {"agenttrace.step.index": 1, "agenttrace.step.outcome": "final_answer"}, [attempt])
     root = S("invoke_agent a", "agent", 0.0, 1.2, {"agenttrace.task.id": "t"}, [step])
-    # a foreign span anywhere turns the mapping on; here an HTTP client span of the user's
+    # split whatever else the input holds: alone, and beside an HTTP client span of the user's
+    alone = report_of(tmp_path, root)
     report = report_of(tmp_path, root, foreign("GET", 1.1, 1.2, {"http.request.method": "GET"}, kind=CLIENT))
+    assert alone.tasks[0].model_dump() == next(t for t in report.tasks if t.task_id == "t").model_dump()
     task = next(t for t in report.tasks if t.task_id == "t")
     (s,) = task.steps
     (gen,) = s.generations
