@@ -19,10 +19,11 @@ ours its role gives, as normalise's copy has them) and the queries compute the t
   client library's span under our generation, a framework's tool span under our tool execution;
   the task has steps of ours, so no structure rule reads it).
 A trace with any other member (an agent, a model call or tool execution elsewhere: the rules infer
-tasks, steps and attempts from them, join remote calls and merge call layers), with a role the SQL
-does not state exactly, or with what normalise reads of our own spans once a trace holds foreign
-ones (a server's generation span under the caller's, our `agenttrace.inferred` marks) is
-`route`d: read by the per-span code (per_trace.py).
+tasks, steps and attempts from them, join remote calls and merge call layers; any of ADK's,
+pydantic-ai's or vLLM's), with a role the SQL does not state exactly, with a model server's
+generation span (ours too: normalise splits the caller's), or holding foreign spans beside our
+`agenttrace.inferred` marks (normalise collects them on the task) is `route`d (`ROUTED`): read by
+the per-span code (per_trace.py).
 """
 
 from __future__ import annotations
@@ -31,26 +32,6 @@ import re
 
 from agenttrace import semconv as sc
 from agenttrace.traces.conventions import client, genai, google_adk, openinference, openllmetry, pydantic_ai, vllm
-
-_FOREIGN_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "pydantic_ai.", "gcp.vertex.agent.")
-
-
-def _quoted(values) -> str:
-    return ", ".join(f"'{v}'" for v in values)
-
-
-def recognisable(s: str = "") -> str:
-    """SQL over a span of `spans` (`s`: its alias and a dot) with no agenttrace.segment: true where
-    a convention of traces/conventions may recognise it (a superset of what `classify` does: every
-    key, name and scope a convention tests first). False: none does, so the span is left out as
-    of no known convention, its time other, and its trace stays with the queries."""
-    keys = (sc.PAI_LOGFIRE_MSG, *sc.CLIENT_CALL_KEYS)
-    prefixes = " OR ".join(f"startsWith(k, '{x}')" for x in _FOREIGN_PREFIXES)
-    scopes = (google_adk.SCOPE, google_adk.OI_SCOPE, pydantic_ai.SCOPE)
-    return (f"(arrayExists(k -> {prefixes} OR k IN ({_quoted(keys)}), mapKeys({s}attrs)) "
-            f"OR {s}name IN ({_quoted((sc.VLLM_SPAN_NAME, *pydantic_ai.NAMES))}) "
-            f"OR {s}scope IN ({_quoted(scopes)}) OR endsWith({s}scope, '{openllmetry.SCOPE_SUFFIX}'))")
-
 
 ROLES = "roles"
 MEMBERS = (sc.Segment.AGENT.value, sc.Segment.GENERATION.value, sc.Segment.TOOL.value)
@@ -71,6 +52,22 @@ def _q(text: str) -> str:
 
 def _list(values) -> str:
     return ", ".join(_q(v) for v in values)
+
+
+_FOREIGN_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "pydantic_ai.", "gcp.vertex.agent.")
+
+
+def recognisable(s: str = "") -> str:
+    """SQL over a span of `spans` (`s`: its alias and a dot) with no agenttrace.segment: true where
+    a convention of traces/conventions may recognise it (a superset of what `classify` does: every
+    key, name and scope a convention tests first). False: none does, so the span is left out as
+    of no known convention, its time other, and its trace stays with the queries."""
+    keys = (sc.PAI_LOGFIRE_MSG, *sc.CLIENT_CALL_KEYS)
+    prefixes = " OR ".join(f"startsWith(k, '{x}')" for x in _FOREIGN_PREFIXES)
+    scopes = (google_adk.SCOPE, google_adk.OI_SCOPE, pydantic_ai.SCOPE)
+    return (f"(arrayExists(k -> {prefixes} OR k IN ({_list(keys)}), mapKeys({s}attrs)) "
+            f"OR {s}name IN ({_list((sc.VLLM_SPAN_NAME, *pydantic_ai.NAMES))}) "
+            f"OR {s}scope IN ({_list(scopes)}) OR endsWith({s}scope, '{openllmetry.SCOPE_SUFFIX}'))")
 
 
 def _role(convention: str, segment: str = "", reason: str = "", variant: str = "", sure: str = "1") -> str:

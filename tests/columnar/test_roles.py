@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("chdb")
 
+from trace_builder import any_value
+
 from agenttrace.bench.mixed import add_children, add_client_spans
 from agenttrace.cli import main
 from agenttrace.columnar import roles
@@ -23,7 +25,6 @@ from agenttrace.traces.clickhouse import ClickHouseQuery, connect
 from agenttrace.traces.clickhouse_read import read_traces
 from agenttrace.traces.conventions import classify
 from agenttrace.traces.load import load_spans
-from trace_builder import any_value
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "traces" / "samples"
