@@ -76,28 +76,10 @@ def merged(parts: list[Part]) -> Part:
 
 
 def merged_theirs(a: tuple[Reading, Seen] | None, b: tuple[Reading, Seen]) -> tuple[Reading, Seen]:
-    """The per-span code's readings of one input's foreign traces in two batches (`a` the earlier:
-    batches follow the input order) as one: counts added, each entry and name where it was first
-    met (a's before b's), as one reading of both batches' traces would list them."""
-    if a is None:
-        return b
-    (ra, sa), (rb, sb) = a, b
-    conventions = {k: ConventionSeen(k, v.spans, Counter(v.segments), set(v.variants)) for k, v in ra.conventions.items()}
-    for k, v in rb.conventions.items():
-        c = conventions.setdefault(k, ConventionSeen(k))
-        c.spans, c.segments, c.variants = c.spans + v.spans, c.segments + v.segments, c.variants | v.variants
-    left_out = {k: LeftOut(v.convention, v.reason, v.count, list(v.names)) for k, v in ra.left_out.items()}
-    for k, v in rb.left_out.items():
-        e = left_out.setdefault(k, LeftOut(v.convention, v.reason))
-        e.count += v.count
-        e.names += [n for n in v.names if n not in e.names][:MAX_NAMES - len(e.names)]
-    reading = Reading(ra.source, ra.spans + rb.spans, conventions, left_out, ra.inferred | rb.inferred)
-    names = {k: list(v) for k, v in sa.names.items()}
-    for k, v in sb.names.items():
-        mine = names.setdefault(k, [])
-        mine += [(n, key) for n, key in v if n not in {x for x, _ in mine}][:MAX_NAMES - len(mine)]
-    seen = Seen({**sb.conventions, **sa.conventions}, {**sb.left_out, **sa.left_out}, names)
-    return reading, seen
+    """The readings of one input's traces in two batches or shares (`a` the earlier: they follow
+    the input order, so a's keys come before b's) as one: `_combined`'s, as one reading of both
+    would list them."""
+    return b if a is None else _combined(a[0].source, [a, b])
 
 
 _UNMAPPED = f"i NOT IN (SELECT i FROM {ROLES})"  # a span no role of roles.py maps or leaves out
@@ -257,13 +239,10 @@ def _ours(source: str, part: Part) -> tuple[Reading, Seen]:
     return reading, seen
 
 
-def _combined(source: str, parts: list[tuple[Reading, Seen]]) -> Reading:
+def _combined(source: str, parts: list[tuple[Reading, Seen]]) -> tuple[Reading, Seen]:
     """Keyed readings of one input's parts as one: counts added, variants joined, each entry where
     it came first and each left-out entry's first distinct names, by key."""
-    out = Reading(source)
-    firsts: dict[str, Key] = {}
-    lefts: dict[Entry, Key] = {}
-    names: dict[Entry, list[tuple[str, Key]]] = {}
+    out, seen_out = Reading(source), Seen()
     twice: set[Entry] = set()
     for reading_, seen in parts:
         out.spans += reading_.spans
@@ -272,7 +251,7 @@ def _combined(source: str, parts: list[tuple[Reading, Seen]]) -> Reading:
             have = out.conventions.setdefault(k, ConventionSeen(k))
             have.spans, have.segments, have.variants = have.spans + c.spans, have.segments + c.segments, have.variants | c.variants
             if k in seen.conventions:
-                firsts[k] = min(seen.conventions[k], firsts.get(k, seen.conventions[k]))
+                seen_out.conventions[k] = min(seen.conventions[k], seen_out.conventions.get(k, seen.conventions[k]))
         for k, lo in reading_.left_out.items():
             have_lo = out.left_out.get(k)
             if have_lo is None:  # met in one part alone: its names as that part lists them
@@ -280,14 +259,16 @@ def _combined(source: str, parts: list[tuple[Reading, Seen]]) -> Reading:
             else:
                 have_lo.count += lo.count
                 twice.add(k)
-            names.setdefault(k, []).extend(seen.names.get(k, ()))
+            seen_out.names.setdefault(k, []).extend(seen.names.get(k, ()))
             if k in seen.left_out:
-                lefts[k] = min(seen.left_out[k], lefts.get(k, seen.left_out[k]))
+                seen_out.left_out[k] = min(seen.left_out[k], seen_out.left_out.get(k, seen.left_out[k]))
+    for k in list(seen_out.names):
+        seen_out.names[k] = _first_names(seen_out.names[k])
     for k in twice:
-        out.left_out[k].names = [n for n, _ in _first_names(names[k])]
-    out.conventions = {k: out.conventions[k] for k in sorted(out.conventions, key=lambda c: firsts.get(c, (0, 0)))}
-    out.left_out = {k: out.left_out[k] for k in sorted(out.left_out, key=lambda x: lefts.get(x, (0, 0)))}
-    return out
+        out.left_out[k].names = [n for n, _ in seen_out.names[k]]
+    out.conventions = {k: out.conventions[k] for k in sorted(out.conventions, key=lambda c: seen_out.conventions.get(c, (0, 0)))}
+    out.left_out = {k: out.left_out[k] for k in sorted(out.left_out, key=lambda x: seen_out.left_out.get(x, (0, 0)))}
+    return out, seen_out
 
 
 def reading(source: str, part: Part, theirs: Reading | None = None, seen: Seen | None = None) -> Reading:
@@ -302,4 +283,4 @@ def reading(source: str, part: Part, theirs: Reading | None = None, seen: Seen |
         parts.append((theirs, seen or Seen()))
     if len(parts) == 1 and part.mapped is None:
         return parts[0][0]
-    return _combined(source, parts) if parts else ours[0]
+    return _combined(source, parts)[0] if parts else ours[0]

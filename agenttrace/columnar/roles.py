@@ -217,7 +217,7 @@ _CONVENTIONS = (_vllm, _google_adk, _openinference, _openllmetry, _pydantic_ai, 
 
 
 # -- the attributes of ours a mapped span gains (its role's `attributes`, where it lacks them) ------
-def _entries(s: _Span, pairs: list[tuple[str, str]]) -> str:
+def _entries(pairs: list[tuple[str, str]]) -> str:
     """SQL: a Map of the (key, typed text or NULL) `pairs` that are not NULL."""
     tuples = "[" + ", ".join(f"tuple({_q(k)}, {v})" for k, v in pairs) + "]"
     kept = f"arrayFilter(x -> x.2 IS NOT NULL, {tuples})"
@@ -318,7 +318,7 @@ def apply(convention: str, segment: str, lo: int, hi: int) -> str:
     to it, unless routed, with what the role gives them where they lack it, and the segment under
     agenttrace.segment (normalise's copy: `{**role.attributes, **span.attributes, SEGMENT: ...}`)."""
     derive = _DERIVED.get((convention, segment))
-    gained = "attrs" if derive is None else f"mapUpdate({_entries(_Span(), derive(_Span()))}, attrs)"
+    gained = "attrs" if derive is None else f"mapUpdate({_entries(derive(_Span()))}, attrs)"
     return (f"ALTER TABLE spans UPDATE segment = {_q(segment)}, "
             f"attrs = mapUpdate({gained}, map({_q(sc.SEGMENT)}, {_q('s' + segment)})) "
             f"WHERE i IN (SELECT i FROM {ROLES} WHERE i BETWEEN {lo} AND {hi} AND convention = {_q(convention)} "
