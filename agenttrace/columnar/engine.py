@@ -164,7 +164,7 @@ class Engine:
         by_row = check_table(self.store, query.table).endswith("MergeTree")  # its rows named by part and offset
         if query.limits.deadline_s:  # each statement's bound on the server (the per-span read's is the whole read's)
             self.q(f"SET max_execution_time = {max(1, math.ceil(query.limits.deadline_s))}")
-        self.query, self.source = query, f"{self.store.name} {query.table}"  # the store's name: no password
+        self.query, self.source = query, query.input_name(self.store.name)
         where, params = filters(query)
         return by_row, where, params
 

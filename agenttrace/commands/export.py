@@ -134,22 +134,14 @@ def _insert_parquet(files: list[str], url: str, table: str) -> int:
     its figures computed there). Refused, before anything is inserted, when a file lacks the
     columns the report reads (read with pyarrow where it is installed)."""
     from agenttrace.errors import ClickHouseError
-    from agenttrace.traces.clickhouse import connect, missing_columns
+    from agenttrace.traces.clickhouse import connect
     from agenttrace.traces.clickhouse_export import export_parquet
+    from agenttrace.traces.parquet_input import problem
 
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:  # the server says what it refuses
-        pq = None
-    for f in files if pq is not None else ():
-        try:
-            lacks = missing_columns(set(pq.read_schema(f).names))
-        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            print(f"agenttrace export: {f}: not a Parquet file ({str(exc)[:200]})", file=sys.stderr)
-            return 2
-        if lacks:
-            print(f"agenttrace export: {f}: not the ClickHouse exporter's traces (no {', '.join(lacks)}); "
-                  "nothing inserted", file=sys.stderr)
+    for f in files:
+        why = problem(f)
+        if why is not None:
+            print(f"agenttrace export: {why}; nothing inserted", file=sys.stderr)
             return 2
     try:
         store = connect(url)

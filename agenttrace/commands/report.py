@@ -16,7 +16,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser(
         "report", help="per-step latency report of traces (OTLP/JSON or Jaeger JSON files, Jaeger's query API, "
         "ClickHouse or Phoenix)")
-    report.add_argument("paths", nargs="*", help="trace files or folders")
+    report.add_argument("paths", nargs="*",
+                        help="trace files or folders; or Parquet files of the ClickHouse exporter's columns (a "
+                        "`SELECT * FROM otel_traces FORMAT Parquet`), reported as that store is (--since, --until, "
+                        "--service apply)")
     report.add_argument("--format", choices=FORMATS, default="terminal")
     report.add_argument("-o", "--output", help="write to this file instead of standard output (html: default report.html)")
     report.add_argument("--summary-only", action="store_true",
@@ -55,28 +58,67 @@ def nothing_usable(loaded, sources: list[str]) -> str | None:
     return f"nothing to report from {', '.join(sources)}: {why}{more}"
 
 
+def _report_store(args: argparse.Namespace, store, sample: int | None, only: bool):
+    """A ClickHouse store's report: its figures computed there (the columnar engine) where it
+    covers the input, else read span by span; or the line saying there are no traces."""
+    from agenttrace.errors import ClickHouseError, InputError
+    from agenttrace.report.build import report_clickhouse
+
+    try:
+        report = None
+        if _use_columnar(args.engine, store=store):
+            from agenttrace.columnar.engine import report_store
+
+            report = _columnar(lambda: report_store(store, sample=sample, summary_only=only),
+                               quiet=args.engine == "auto")
+        if report is None:
+            report = report_clickhouse(store, sample=sample)
+    except ClickHouseError as exc:
+        raise InputError(str(exc)) from exc
+    return report if _spans(report) else f"no traces in {store.describe()}" + _first(report)
+
+
+def _report_parquet(args: argparse.Namespace, files: list[str], sample: int | None, only: bool):
+    """Parquet files of the exporter's columns, reported as the store they were dumped from
+    (traces/parquet_input.py: their rows in a temporary store of their own), --since, --until
+    and --service applied as to a store."""
+    from agenttrace.commands.input_options import clickhouse_query
+    from agenttrace.errors import ClickHouseError, InputError
+    from agenttrace.traces.parquet_input import parquet_store
+
+    missing = [p for p in files if not Path(p).is_file()]
+    if missing:
+        raise InputError(f"no such file: {', '.join(missing)}")
+    try:
+        with parquet_store(files) as url:
+            return _report_store(args, clickhouse_query(args, parquet=url, source=", ".join(files)), sample, only)
+    except ClickHouseError as exc:
+        raise InputError(str(exc)) from exc
+
+
 def _report(args: argparse.Namespace):
     """The report of what the options name, or the line saying why there is nothing to report.
     Files stream as whole traces (fast, bounded memory) unless the HTML page wants waterfalls or
     Jaeger's traces join them; Jaeger alone, ClickHouse and Phoenix are read page by page."""
     from agenttrace.commands.input_options import clickhouse_query, jaeger_query, phoenix_query
-    from agenttrace.errors import ClickHouseError, InputError
-    from agenttrace.report.build import report_clickhouse, report_from_load, report_jaeger, report_streamed
+    from agenttrace.errors import InputError
+    from agenttrace.report.build import report_from_load, report_jaeger, report_streamed
     from agenttrace.traces.load import load_inputs
 
     store = clickhouse_query(args)
     jaeger = jaeger_query(args)
     phoenix = phoenix_query(args)
     sample = args.sample
-    parquet = [p for p in args.paths if p.endswith(".parquet")]
-    if parquet:  # not lines of JSON: say what reads it rather than a page of unreadable lines
-        raise InputError(f"{parquet[0]} is Parquet; report reads OTLP/JSON and Jaeger JSON files. A Parquet dump of the "
-                         "ClickHouse exporter's table goes back into a store with `agenttrace export FILE.parquet "
-                         "--clickhouse chdb:DIR`, then `agenttrace report --clickhouse chdb:DIR`")
     only = args.summary_only and args.format in ("terminal", "markdown")  # no task row is shown
     if sample is not None and (sample < 100 or args.format == "html" or (jaeger is not None and args.paths)):
         raise InputError("--sample N needs N >= 100 (p99 needs 100 values), and one source read as a stream: "
                          "files, --jaeger, --clickhouse or --phoenix alone, in a format other than html")
+    parquet = [p for p in args.paths if p.lower().endswith(".parquet")]
+    if parquet:  # the exporter's columns, not lines of JSON: read through a store of their own
+        if len(parquet) < len(args.paths) or store is not None or jaeger is not None or phoenix is not None:
+            raise InputError(f"{parquet[0]} is Parquet (the ClickHouse exporter's columns): report Parquet files on "
+                             "their own, not with trace files, --clickhouse, --jaeger or --phoenix")
+        return _report_parquet(args, parquet, sample, only)
     if phoenix is not None:
         if args.paths or jaeger is not None or store is not None:
             raise InputError("--phoenix reads one source: leave out the files, --jaeger and --clickhouse")
@@ -84,18 +126,7 @@ def _report(args: argparse.Namespace):
     if store is not None:
         if args.paths or jaeger is not None:
             raise InputError("--clickhouse reads one source: leave out the files and --jaeger")
-        try:
-            report = None
-            if _use_columnar(args.engine, store=store):
-                from agenttrace.columnar.engine import report_store
-
-                report = _columnar(lambda: report_store(store, sample=sample, summary_only=only),
-                                   quiet=args.engine == "auto")
-            if report is None:
-                report = report_clickhouse(store, sample=sample)
-        except ClickHouseError as exc:
-            raise InputError(str(exc)) from exc
-        return report if _spans(report) else f"no traces in {store.describe()}" + _first(report)
+        return _report_store(args, store, sample, only)
     if jaeger is not None and not args.paths and args.format != "html":
         def progress(traces: int, end_us: int) -> None:
             if traces > args.page_traces:

@@ -20,9 +20,52 @@ import numpy as np
 from opentelemetry.sdk.trace import ReadableSpan
 
 from agenttrace import semconv as sc
-from agenttrace.traces.clickhouse import TRACES_DDL, Store, _identifier
+from agenttrace.traces.clickhouse import Store, _identifier
 
-__all__ = ["as_string", "export_spans", "row_of"]
+# The exporter's table (opentelemetry-collector-contrib, exporter/clickhouseexporter, the
+# traces table without full-text indexes), for `export --clickhouse` and the tests.
+TRACES_DDL = """CREATE TABLE IF NOT EXISTS {table} (
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    ParentSpanId String CODEC(ZSTD(1)),
+    TraceState String CODEC(ZSTD(1)),
+    SpanName LowCardinality(String) CODEC(ZSTD(1)),
+    SpanKind LowCardinality(String) CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion String CODEC(ZSTD(1)),
+    SpanAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    Duration UInt64 CODEC(T64, ZSTD(1)),
+    StatusCode LowCardinality(String) CODEC(ZSTD(1)),
+    StatusMessage String CODEC(ZSTD(1)),
+    Events Nested (
+        Timestamp DateTime64(9),
+        Name LowCardinality(String),
+        Attributes Map(LowCardinality(String), String)
+    ) CODEC(ZSTD(1)),
+    Links Nested (
+        TraceId String,
+        SpanId String,
+        TraceState String,
+        Attributes Map(LowCardinality(String), String)
+    ) CODEC(ZSTD(1)),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.001) GRANULARITY 1,
+    INDEX idx_res_attr_key mapKeys(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_res_attr_value mapValues(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_span_attr_key mapKeys(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_span_attr_value mapValues(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_duration Duration TYPE minmax GRANULARITY 1
+) ENGINE = MergeTree
+PARTITION BY toDate(Timestamp)
+PRIMARY KEY (ServiceName, SpanName, toDateTime(Timestamp))
+ORDER BY (ServiceName, SpanName, toDateTime(Timestamp), Timestamp)
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1"""
+
+# The columns the reader selects (clickhouse_read).
+
+__all__ = ["TRACES_DDL", "as_string", "export_parquet", "export_spans", "row_of"]
 
 ROWS_PER_INSERT = 5000
 _ENCODE = msgspec.json.Encoder()

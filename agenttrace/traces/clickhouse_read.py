@@ -110,7 +110,7 @@ class _Read:
 
     def __init__(self, store: Store, q: ClickHouseQuery, budget: ReadBudget) -> None:
         self.store, self.budget = store, budget
-        self.where = f"{store.name} {q.table}"  # as every problem about this source starts
+        self.where = q.input_name(store.name)  # as every problem about this source starts
 
     def ask(self, sql: str, params: Mapping[str, Any]) -> QueryAnswer:
         """`sql`'s answer, counted against the budget; ReadCut saying which bound is spent
@@ -201,7 +201,7 @@ def read_traces(store: Store, q: ClickHouseQuery, problems: list[str], *, clock:
                                     "--max-answer-mb); trace skipped")
                     continue
                 done += len(part)
-                yield checked(_spans(answer.rows, store.name, q.table, problems), problems)
+                yield checked(_spans(answer.rows, read.where, problems), problems)
     except ReadCut as exc:
         covers = f"the report covers the {done} trace(s) read before" if done else "no traces read"
         problems.append(f"{read.where}: {exc}; {covers} ({budget.summary()})")
@@ -210,13 +210,13 @@ def read_traces(store: Store, q: ClickHouseQuery, problems: list[str], *, clock:
                         f"({q.limits.max_answer_bytes / _MiB:g} MiB): read {size} trace(s) a request")
 
 
-def _spans(rows: list[list[Any]], store: str, table: str, problems: list[str]) -> list[SpanRecord]:
+def _spans(rows: list[list[Any]], source: str, problems: list[str]) -> list[SpanRecord]:
     spans = []
     for row in rows:
         try:
-            spans.append(_span(row, store, table))
+            spans.append(_span(row, source))
         except (TypeError, ValueError, IndexError, KeyError) as exc:
-            problems.append(f"{store} {table}: trace {row[2] if len(row) > 2 else '?'} span "
+            problems.append(f"{source}: trace {row[2] if len(row) > 2 else '?'} span "
                             f"{row[3] if len(row) > 3 else '?'}: unreadable row ({type(exc).__name__}: {exc}); "
                             "span skipped")
     return spans
@@ -276,7 +276,7 @@ def _attributes(raw: Mapping[str, str] | None, types: Mapping[str, str] = ATTRIB
     return {k: typed_value(k, v, types) for k, v in (raw or {}).items()}
 
 
-def _span(row: list[Any], store: str, table: str) -> SpanRecord:
+def _span(row: list[Any], source: str) -> SpanRecord:
     (start_ns, duration, trace_id, span_id, parent_id, name, kind, resource, scope, attrs, status, message, event_ns,
      event_names, event_attrs, link_traces, link_spans) = row
     start = int(start_ns)
@@ -296,6 +296,6 @@ def _span(row: list[Any], store: str, table: str) -> SpanRecord:
         status_message=str(message or ""),
         resource=_attributes(resource),
         links=[(str(t).lower(), str(s).lower()) for t, s in zip(link_traces or (), link_spans or (), strict=True)] or (),
-        source=f"{store} {table}",  # one input (problems about a span name its trace or span id)
+        source=source,  # one input (problems about a span name its trace or span id)
         scope=str(scope or ""),
     )

@@ -1,6 +1,7 @@
 """Parquet of the ClickHouse exporter's columns (a store dumped with `SELECT * ... FORMAT Parquet`):
 `agenttrace export FILE.parquet --clickhouse URL` puts it back into a store as it is, and the
-report of that store is the original store's."""
+report of that store is the original store's; `agenttrace report FILE.parquet` gives that report
+directly, naming the file (traces/parquet_input.py)."""
 
 from __future__ import annotations
 
@@ -43,9 +44,50 @@ def test_a_store_dumped_to_parquet_goes_back_into_a_store_and_reports_the_same(t
     assert capsys.readouterr().out.startswith(f"inserted {spans} spans from {dump}")
     assert _report(capsys, second, "columnar") == original == _report(capsys, second, "python")
     assert original["tasks"]
-    # `report FILE.parquet` says how to read it rather than listing unreadable lines
-    assert main(["report", str(dump)]) == 2
-    assert "agenttrace export FILE.parquet --clickhouse" in capsys.readouterr().err
+
+
+def test_a_parquet_file_is_reported_as_the_store_it_was_dumped_from(tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    from agenttrace.traces.clickhouse import connect
+
+    url = f"chdb:{tmp_path / 'a'}"
+    trace = ROOT / "traces" / "frameworks" / "langgraph-react-openinference.jsonl"  # routed: read per span
+    assert main(["export", str(ROOT / "traces" / "samples"), str(trace), "--clickhouse", url]) == 0
+    capsys.readouterr()
+    dump = tmp_path / "spans.parquet"
+    store = connect(url)
+    store.command(f"INSERT INTO FUNCTION file('{dump}', Parquet) SELECT * FROM otel_traces")
+    del store
+    gc.collect()  # one chdb folder a process at a time
+    original = _report(capsys, url, "python")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+
+    def report(*args: str) -> dict:
+        assert main(["report", str(dump), "--format", "json", *args]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    for engine in ("columnar", "python"):
+        doc = report("--engine", engine)
+        assert {k: doc[k] for k in original} == original
+        assert doc["sources"] == [str(dump)] and [i["source"] for i in doc["inputs"]] == [str(dump)]
+    summary = report("--sample", "100")  # the summary made in the engine, as a store's
+    assert summary["run"] == original["run"] and summary["tasks"] == []
+    assert list((tmp_path / "tmp").iterdir()) == []  # the temporary store is gone
+    # a filter applies as to a store: nothing before the first span's time, so no traces
+    assert main(["report", str(dump), "--since", "2100-01-01T00:00:00Z"]) == 2
+    assert "no traces in " + str(dump) in capsys.readouterr().err
+    # other files with it, or a Parquet file of other columns: refused, saying why
+    assert main(["report", str(dump), str(ROOT / "traces" / "samples")]) == 2
+    assert "report Parquet files on their own" in capsys.readouterr().err
+    other = tmp_path / "other.parquet"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"trace": ["a"], "name": ["x"]}), other)
+    assert main(["report", str(other)]) == 2
+    assert "not the ClickHouse exporter's traces (no Timestamp" in capsys.readouterr().err
 
 
 def test_parquet_without_the_exporters_columns_is_refused_and_nothing_inserted(tmp_path, capsys):
