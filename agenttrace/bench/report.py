@@ -53,7 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"summary in bounded memory, samples of {SUMMARY_SAMPLE:,}), columnar (the figures as SQL "
                         f"on chdb, report --engine columnar), clickhouse_columnar (those statements inside the "
                         f"exporter's table's store), columnar_summary and clickhouse_columnar_summary (report "
-                        f"--sample on those: the run figures as aggregates in the engine) "
+                        f"--sample on those: the run figures as aggregates in the engine), parquet_columnar and "
+                        f"parquet_columnar_summary (report FILE.parquet of that store dumped to Parquet, and with "
+                        f"--sample) "
                         f"(default: {','.join(DEFAULT_PATHS)})")
     p.add_argument("--json", action="store_true",
                    help='print a list of records {"spans", "path", "load_s", "analyse_s", "peak_mb"} (and '
@@ -77,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 PATHS = ("legacy", "fast", "clickhouse", "summary", "columnar", "clickhouse_columnar", "columnar_summary",
-         "clickhouse_columnar_summary")
+         "clickhouse_columnar_summary", "parquet_columnar", "parquet_columnar_summary")
 DEFAULT_PATHS = ("fast", "columnar", "clickhouse", "clickhouse_columnar")
 
 
@@ -91,6 +93,9 @@ def measure(path: str, mode: str, store: str | None = None) -> dict[str, float]:
     from agenttrace.report.batched import ReportBuilder
 
     clock = default_clock()
+    if mode.startswith("parquet"):
+        assert store is not None
+        return _measure_parquet(store, clock, SUMMARY_SAMPLE if mode.endswith("_summary") else None)
     if mode.startswith(("columnar", "clickhouse_columnar")):
         return _measure_columnar(path, clock, store if mode.startswith("clickhouse") else None,
                                  SUMMARY_SAMPLE if mode.endswith("_summary") else None)
@@ -187,6 +192,37 @@ def _measure_columnar(path: str, clock, store: str | None = None, sample: int | 
             "workers_peak_mb": outcome.workers_peak_mb}
 
 
+def _measure_parquet(parquet: str, clock, sample: int | None) -> dict[str, float]:
+    """`report FILE.parquet` (traces/parquet_input.py): load is the rows into the temporary store,
+    analyse that store's report (with `sample`, the summary's aggregates)."""
+    from agenttrace.columnar.engine import report_store
+    from agenttrace.traces.clickhouse import ClickHouseQuery
+    from agenttrace.traces.parquet_input import parquet_store
+
+    t0 = clock.now_ns()
+    with parquet_store([parquet]) as url:
+        t1 = clock.now_ns()
+        outcome = report_store(ClickHouseQuery(url, source=parquet), sample=sample)
+        analyse_s = elapsed_s(clock, t1)
+    if outcome.report is None:
+        raise RuntimeError(f"the columnar engine does not cover {outcome.reason}")
+    return {"spans": sum(i.spans for i in outcome.report.inputs), "tasks": outcome.report.run.tasks,
+            "load_s": (t1 - t0) / 1e9, "analyse_s": analyse_s,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "problems": len(outcome.report.problems), "bytes_back": outcome.bytes_back,
+            "workers_peak_mb": outcome.workers_peak_mb}
+
+
+def dump_parquet(store: str, out: str) -> int:
+    """The exporter's table of a chdb folder dumped to a Parquet file (not measured); its rows."""
+    from agenttrace.traces.clickhouse import connect
+    from agenttrace.traces.clickhouse_params import quoted
+
+    db = connect(store)
+    db.command(f"INSERT INTO FUNCTION file({quoted(out)}, Parquet) SELECT * FROM otel_traces")
+    return int(db.rows("SELECT count() FROM otel_traces")[0][0])
+
+
 def fill_store(path: str, store: str) -> int:
     """Export a trace file into a chdb folder with the exporter's schema (not measured)."""
     from agenttrace.traces.clickhouse import connect
@@ -257,15 +293,20 @@ def run(args: argparse.Namespace) -> int:
                 return 2
         size_mb = sum(f.stat().st_size for f in (path.iterdir() if big else [path])) / 1e6
         console.print(f"generated {written} spans ({size_mb:.0f} MB) in {elapsed_s(clock, t0):.1f} s")
-        store = None
-        if any(p.startswith("clickhouse") for p in paths):
+        store = parquet = None
+        if any(p.startswith(("clickhouse", "parquet")) for p in paths):
             store = f"chdb:{folder / f'chdb-{n}'}"
             t0 = clock.now_ns()
             filled = _child("--fill", str(path), store)["rows"]
             console.print(f"exported {filled} spans into {store} (the exporter's table) in {elapsed_s(clock, t0):.1f} s")
+        if any(p.startswith("parquet") for p in paths):
+            parquet = str(folder / f"spans-{n}.parquet")
+            _child("--dump", store, parquet)
+            console.print(f"dumped that table into {parquet}")
         for mode in paths:
+            where = store if mode.startswith("clickhouse") else parquet if mode.startswith("parquet") else None
             try:
-                m = _child(str(path), mode, *([store] if mode.startswith("clickhouse") and store else []))
+                m = _child(str(path), mode, *([where] if where else []))
             except RuntimeError as exc:
                 console.print(f"[red]measuring {path} ({mode}) failed:[/]\n{exc}")
                 return 1
@@ -282,6 +323,8 @@ def run(args: argparse.Namespace) -> int:
                 import shutil
 
                 shutil.rmtree(store.removeprefix("chdb:"), ignore_errors=True)
+            if parquet:
+                os.remove(parquet)
     if args.json:
         print(json.dumps([{"spans": r.spans, "path": r.path, "load_s": round(r.load_s, 3), "analyse_s": round(r.analyse_s, 3),
                            "peak_mb": round(r.peak_mb, 1), "file_mb": round(r.file_mb, 1),
@@ -323,5 +366,7 @@ def _table(console, rows: list[Row], table_type) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "--fill":
         print(json.dumps({"rows": fill_store(sys.argv[2], sys.argv[3])}))
+    elif sys.argv[1] == "--dump":
+        print(json.dumps({"rows": dump_parquet(sys.argv[2], sys.argv[3])}))
     else:
         print(json.dumps(measure(sys.argv[1], sys.argv[2], *sys.argv[3:4])))

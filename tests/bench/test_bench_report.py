@@ -53,3 +53,19 @@ def test_the_benchmark_prints_one_record_per_size_and_path(capsys):
     assert records[3]["bytes_back_share"] == records[1]["bytes_back_share"]  # the same rows, from the store
     assert len({r["spans"] for r in records}) == 1 and records[0]["spans"] >= 1500
     assert all(r["load_s"] > 0 and r["analyse_s"] > 0 and r["peak_mb"] > 0 for r in records)
+
+
+def test_the_benchmark_reports_the_store_dumped_to_parquet(capsys):
+    """`--paths parquet_columnar`: `report FILE.parquet` of the store the run filled, dumped to
+    Parquet; the same spans, and the same rows back as from the store itself."""
+    import pytest
+
+    from agenttrace.cli import main
+
+    pytest.importorskip("chdb")
+    pytest.importorskip("pyarrow")
+    assert main(["bench", "report", "--spans", "1500", "--json", "--paths", "clickhouse_columnar,parquet_columnar"]) == 0
+    store, parquet = json.loads(capsys.readouterr().out)
+    assert parquet["path"] == "parquet_columnar" and parquet["spans"] == store["spans"] >= 1500
+    assert parquet["bytes_back_share"] == store["bytes_back_share"] > 0
+    assert parquet["load_s"] > 0 and parquet["analyse_s"] > 0
