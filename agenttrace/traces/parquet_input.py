@@ -55,7 +55,12 @@ def parquet_store(files: Sequence[str]) -> Iterator[str]:
         url = f"chdb:{folder}"
         store = connect(url)
         for f in files:
-            export_parquet(store, TABLE, str(Path(f).resolve()))
+            try:
+                export_parquet(store, TABLE, str(Path(f).resolve()))
+            except ClickHouseError as exc:  # said of the file: the temporary store is nothing to the user
+                said = str(exc).removeprefix(f"{store.name}: ")
+                raise ClickHouseError(f"{f}: its rows do not fit the exporter's table ({said[:300]}); "
+                                      "nothing to report") from exc
         del store
         gc.collect()  # chdb holds one session of a folder a process: this one goes before the report's
         yield url

@@ -88,6 +88,18 @@ def test_a_parquet_file_is_reported_as_the_store_it_was_dumped_from(tmp_path, ca
     pq.write_table(pa.table({"trace": ["a"], "name": ["x"]}), other)
     assert main(["report", str(other)]) == 2
     assert "not the ClickHouse exporter's traces (no Timestamp" in capsys.readouterr().err
+    # the exporter's column names over values of other types, or a file cut short: said of the file
+    columns = ("Timestamp", "TraceId", "SpanId", "ParentSpanId", "SpanName", "SpanKind", "ServiceName",
+               "ResourceAttributes", "ScopeName", "SpanAttributes", "Duration", "StatusCode", "StatusMessage",
+               "Events.Timestamp", "Events.Name", "Events.Attributes", "Links.TraceId", "Links.SpanId")
+    pq.write_table(pa.table({c: ["x"] for c in columns}), other)
+    assert main(["report", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert f"{other}: its rows do not fit the exporter's table" in err and "agenttrace-parquet-" not in err
+    (tmp_path / "cut.parquet").write_bytes(dump.read_bytes()[:2000])
+    assert main(["report", str(tmp_path / "cut.parquet")]) == 2
+    assert "not a Parquet file" in capsys.readouterr().err
+    assert list((tmp_path / "tmp").iterdir()) == []  # nothing left behind by a refusal either
 
 
 def test_parquet_without_the_exporters_columns_is_refused_and_nothing_inserted(tmp_path, capsys):
