@@ -91,7 +91,7 @@ class Engine:
         self.next_i = 0  # the input order the next file's first span takes (above every loaded one)
         self.files: list[per_trace.FileRange] = []  # where each file's spans were read from
         self.query = None  # or the store's ClickHouseQuery they were
-        self._read: tuple[bool, str, dict] = (False, "", {})  # a store read in batches: Engine._store's
+        self._read: tuple[tuple[str, str] | None, str, dict] = (None, "", {})  # a store read in batches: Engine._store's
         self.source = ""  # the store's input, as the report names it
         self.next_synthetic = mapped.SYNTHETIC  # the input order of the next span a foreign trace's reading made
 
@@ -154,25 +154,26 @@ class Engine:
             self.next_i = top + 1
         return out
 
-    def _store(self, query) -> tuple[bool, str, dict]:
+    def _store(self, query) -> tuple[tuple[str, str] | None, str, dict]:
         """Readies a store's read: whether its rows are named by part and offset, and the filters'
         SQL and parameters. ClickHouseError when the table is not the exporter's (no other path
         can read it either)."""
-        from agenttrace.traces.clickhouse import check_table
+        from agenttrace.traces.clickhouse import PARQUET_ROW_KEYS, check_source
         from agenttrace.traces.clickhouse_read import filters
 
-        by_row = check_table(self.store, query.table).endswith("MergeTree")  # its rows named by part and offset
+        kind = check_source(self.store, query)  # its rows named by part and offset, or file and row
+        by_row = load.MERGE_TREE_ROWS if kind.endswith("MergeTree") else PARQUET_ROW_KEYS if kind == "File" else None
         if query.limits.deadline_s:  # each statement's bound on the server (the per-span read's is the whole read's)
             self.q(f"SET max_execution_time = {max(1, math.ceil(query.limits.deadline_s))}")
         self.query, self.source = query, query.input_name(self.store.name)
         where, params = filters(query)
         return by_row, where, params
 
-    def _insert_store(self, by_row: bool, where: str, params: dict, batch: int | None = None) -> None:
+    def _insert_store(self, by_row: tuple[str, str] | None, where: str, params: dict, batch: int | None = None) -> None:
         """The picked spans (or one batch of them: load.store_insert) into a new `spans`."""
         self._tables()
         table = self.query.table
-        if not (by_row and self._placed_by_row(table, where, params, batch)):  # the order sorted with every column
+        if not (by_row and self._placed_by_row(table, where, params, by_row, batch)):  # sorted with every column
             self.q(load.store_insert(table, where, batch=batch), params if batch is None else None)
         roles.find(self, 0, _LAST)
 
@@ -213,17 +214,17 @@ class Engine:
         """One batch of the store's picked traces (store_batches) into a new `spans`."""
         self._insert_store(*self._read, batch)
 
-    def _placed_by_row(self, table: str, where: str, params: dict, batch: int | None = None) -> bool:
+    def _placed_by_row(self, table: str, where: str, params: dict, keys: tuple[str, str], batch: int | None = None) -> bool:
         """The store's spans into `spans` in the order sorted on their keys and rows
         (load.store_insert's `by_row`); False, the table emptied, when a row was not placed (a
         merge moved rows between the statement's reads) or the server has no rows' part and
         offset (older than 22.x)."""
         try:
-            self.q(load.store_insert(table, where, by_row=True, batch=batch), params if batch is None else None)
+            self.q(load.store_insert(table, where, by_row=keys, batch=batch), params if batch is None else None)
             if not self.scalar(f"SELECT count() FROM spans WHERE i = {load.UNPLACED}"):
                 return True
         except ColumnarError as exc:
-            if "_part" not in str(exc):
+            if keys[0] not in str(exc):
                 raise
         self.q("TRUNCATE TABLE spans")
         return False

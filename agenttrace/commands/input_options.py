@@ -110,21 +110,21 @@ def _time_ns(text: str, now_s: float) -> int:
         raise InputError(str(exc)) from exc
 
 
-def clickhouse_query(args: argparse.Namespace, parquet: str | None = None, source: str | None = None):
+def clickhouse_query(args: argparse.Namespace, files: list[str] | None = None):
     """The ClickHouseQuery the options ask for (within read_limits), or None without
-    --clickhouse. `parquet`: the URL of the store holding Parquet files' rows (traces/
-    parquet_input.py), named `source` in the report. Raises InputError for a number out of range."""
-    if not (parquet or getattr(args, "clickhouse", None)):
+    --clickhouse. `files`: Parquet files of the exporter's columns read where they lie instead
+    (ClickHouse's engine in this process). Raises InputError for a number out of range."""
+    if not (files or getattr(args, "clickhouse", None)):
         return None
     from agenttrace.traces.clickhouse import ClickHouseQuery
-    from agenttrace.traces.parquet_input import TABLE
 
     if args.batch_traces < 1:
         raise InputError(f"--batch-traces must be at least 1, not {args.batch_traces}")
     now = default_clock().now_ns() / 1e9  # epoch seconds
-    return ClickHouseQuery(parquet or args.clickhouse, TABLE if parquet else args.table,
-                           since_ns=_time_ns(args.since, now) if args.since else None, until_ns=_time_ns(args.until, now) if args.until else None, service=args.service,
-                           batch_traces=args.batch_traces, limits=read_limits(args), source=source)
+    return ClickHouseQuery("chdb:" if files else args.clickhouse, args.table,
+                           since_ns=_time_ns(args.since, now) if args.since else None,
+                           until_ns=_time_ns(args.until, now) if args.until else None, service=args.service,
+                           batch_traces=args.batch_traces, limits=read_limits(args), files=tuple(files or ()))
 
 
 def phoenix_query(args: argparse.Namespace):

@@ -80,20 +80,23 @@ def _report_store(args: argparse.Namespace, store, sample: int | None, only: boo
 
 def _report_parquet(args: argparse.Namespace, files: list[str], sample: int | None, only: bool):
     """Parquet files of the exporter's columns, reported as the store they were dumped from
-    (traces/parquet_input.py: their rows in a temporary store of their own), --since, --until
-    and --service applied as to a store."""
+    (read where they lie: traces/parquet_input.py), --since, --until and --service applied as to
+    a store."""
     from agenttrace.commands.input_options import clickhouse_query
-    from agenttrace.errors import ClickHouseError, InputError
-    from agenttrace.traces.parquet_input import parquet_store
+    from agenttrace.errors import InputError
+    from agenttrace.traces.parquet_input import problem
 
-    missing = [p for p in files if not Path(p).is_file()]
-    if missing:
-        raise InputError(f"no such file: {', '.join(missing)}")
+    for f in files:
+        why = "no such file" if not Path(f).is_file() else problem(f)
+        if why is not None:
+            raise InputError(f"{f}: {why}" if why == "no such file" else why)
     try:
-        with parquet_store(files) as url:
-            return _report_store(args, clickhouse_query(args, parquet=url, source=", ".join(files)), sample, only)
-    except ClickHouseError as exc:
-        raise InputError(str(exc)) from exc
+        return _report_store(args, clickhouse_query(args, files), sample, only)
+    except InputError as exc:  # ClickHouse's words about a value it could not read: said of the files
+        said = str(exc).removeprefix("chdb:: ")
+        if "Code: " not in said:
+            raise
+        raise InputError(f"{', '.join(files)}: rows that do not read as the exporter's table ({said[:300]})") from exc
 
 
 def _report(args: argparse.Namespace):

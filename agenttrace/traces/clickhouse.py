@@ -31,7 +31,8 @@ from agenttrace.errors import ClickHouseError
 from agenttrace.traces.bounded_http import ReadLimits
 from agenttrace.traces.clickhouse_params import parameter_texts, quoted, typed_parameters
 
-__all__ = ["ClickHouseQuery", "QueryAnswer", "QueryBounds", "Store", "check_table", "connect"]
+__all__ = ["PARQUET_ROW_KEYS", "ClickHouseQuery", "QueryAnswer", "QueryBounds", "Store", "check_source", "check_table",
+           "connect", "parquet_rows"]
 
 _NEEDED = ("Timestamp", "TraceId", "SpanId", "ParentSpanId", "SpanName", "SpanKind", "ServiceName",
            "ResourceAttributes", "ScopeName", "SpanAttributes", "Duration", "StatusCode", "StatusMessage",
@@ -317,6 +318,32 @@ def missing_columns(found) -> list[str]:
     return [c for c in _NEEDED if c not in found]
 
 
+# What names a row of `parquet_rows` (its file's place in the list, its row there), as `_part` and
+# `_part_offset` name a MergeTree table's: the columnar load sorts on the keys and these alone.
+PARQUET_ROW_KEYS = ("_file_n", "_file_row")
+
+
+def parquet_rows(files: Sequence[str]) -> str:
+    """SQL: the rows of Parquet files (each read by ClickHouse's file(), where the engine runs) as
+    one table, their columns as the file names them (a dump of the exporter's table: its own),
+    with PARQUET_ROW_KEYS."""
+    from pathlib import Path
+
+    n, row = PARQUET_ROW_KEYS
+    return "(" + " UNION ALL ".join(f"SELECT *, {i} AS {n}, _row_number AS {row} FROM "
+                                    f"file({quoted(str(Path(f).resolve()))}, Parquet)" for i, f in enumerate(files)) + ")"
+
+
+def check_source(store: Store, q: ClickHouseQuery) -> str:
+    """check_table of the query's table, or for its Parquet `files` their columns ('File')."""
+    if not q.files:
+        return check_table(store, q.table)
+    missing = missing_columns({r[0] for r in store.rows(f"DESCRIBE TABLE {q.table}")})
+    if missing:
+        raise ClickHouseError(f"{q.source}: not the ClickHouse exporter's traces (no {', '.join(missing)})")
+    return "File"
+
+
 def check_table(store: Store, table: str) -> str:
     """The table's engine (MergeTree, Distributed, ...); ClickHouseError naming the table and
     what it lacks, unless it has the exporter's columns."""
@@ -350,11 +377,17 @@ class ClickHouseQuery:
     service: str | None = None
     batch_traces: int = 500
     limits: ReadLimits = field(default_factory=ReadLimits)  # the whole read: deadline, bytes, requests, one answer
-    source: str | None = None  # the input's name in the report (default: store and table; parquet_input.py)
+    source: str | None = None  # the input's name in the report (default: store and table)
+    # Parquet files of the exporter's columns, read where they lie (chdb, this process): `table`
+    # is then their rows as one table (`parquet_rows`), `source` their names
+    files: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if type(self.batch_traces) is not int or self.batch_traces < 1:
             raise ClickHouseError(f"batch_traces must be a whole number from 1 up, not {self.batch_traces!r}")
+        if self.files:
+            object.__setattr__(self, "table", parquet_rows(self.files))
+            object.__setattr__(self, "source", self.source or ", ".join(self.files))
 
     def input_name(self, store_name: str) -> str:  # as the report's sources and problems name it
         return self.source or f"{store_name} {self.table}"

@@ -38,7 +38,7 @@ from agenttrace import semconv as sc
 from agenttrace.clock import Clock
 from agenttrace.errors import ClickHouseError, JSONError, ReadCut
 from agenttrace.traces.bounded_http import ReadBudget, deadline_line
-from agenttrace.traces.clickhouse import ClickHouseQuery, QueryAnswer, QueryBounds, Store, check_table
+from agenttrace.traces.clickhouse import ClickHouseQuery, QueryAnswer, QueryBounds, Store, check_source
 from agenttrace.traces.clickhouse_params import INT64, UINT32
 from agenttrace.traces.jsontext import parse_json
 from agenttrace.traces.otlp_json import MAX_DEPTH
@@ -177,7 +177,7 @@ def read_traces(store: Store, q: ClickHouseQuery, problems: list[str], *, clock:
     one answer's bound is a problem naming it, and the rest is read. Raises ClickHouseError for
     a store that fails (unreachable, another schema). `ids`: these traces, in this order, rather
     than those the filters pick (the columnar engine's traces it does not state, columnar/per_trace)."""
-    check_table(store, q.table)
+    check_source(store, q)
     budget = ReadBudget(q.limits, clock)
     read = _Read(store, q, budget)
     sql = _SPAN_SQL.replace("{table}", q.table)

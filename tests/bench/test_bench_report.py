@@ -68,4 +68,4 @@ def test_the_benchmark_reports_the_store_dumped_to_parquet(capsys):
     store, parquet = json.loads(capsys.readouterr().out)
     assert parquet["path"] == "parquet_columnar" and parquet["spans"] == store["spans"] >= 1500
     assert parquet["bytes_back_share"] == store["bytes_back_share"] > 0
-    assert parquet["load_s"] > 0 and parquet["analyse_s"] > 0
+    assert parquet["analyse_s"] > 0

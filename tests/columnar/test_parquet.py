@@ -46,9 +46,7 @@ def test_a_store_dumped_to_parquet_goes_back_into_a_store_and_reports_the_same(t
     assert original["tasks"]
 
 
-def test_a_parquet_file_is_reported_as_the_store_it_was_dumped_from(tmp_path, capsys, monkeypatch):
-    import tempfile
-
+def test_a_parquet_file_is_reported_as_the_store_it_was_dumped_from(tmp_path, capsys):
     from agenttrace.traces.clickhouse import connect
 
     url = f"chdb:{tmp_path / 'a'}"
@@ -56,13 +54,15 @@ def test_a_parquet_file_is_reported_as_the_store_it_was_dumped_from(tmp_path, ca
     assert main(["export", str(ROOT / "traces" / "samples"), str(trace), "--clickhouse", url]) == 0
     capsys.readouterr()
     dump = tmp_path / "spans.parquet"
+    halves = [tmp_path / "half-0.parquet", tmp_path / "half-1.parquet"]  # a data lake's parts
     store = connect(url)
     store.command(f"INSERT INTO FUNCTION file('{dump}', Parquet) SELECT * FROM otel_traces")
+    for n, half in enumerate(halves):
+        store.command(f"INSERT INTO FUNCTION file('{half}', Parquet) SELECT * FROM otel_traces "
+                      f"WHERE cityHash64(TraceId) % 2 = {n}")
     del store
     gc.collect()  # one chdb folder a process at a time
     original = _report(capsys, url, "python")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
 
     def report(*args: str) -> dict:
         assert main(["report", str(dump), "--format", "json", *args]) == 0
@@ -74,7 +74,10 @@ def test_a_parquet_file_is_reported_as_the_store_it_was_dumped_from(tmp_path, ca
         assert doc["sources"] == [str(dump)] and [i["source"] for i in doc["inputs"]] == [str(dump)]
     summary = report("--sample", "100")  # the summary made in the engine, as a store's
     assert summary["run"] == original["run"] and summary["tasks"] == []
-    assert list((tmp_path / "tmp").iterdir()) == []  # the temporary store is gone
+    # several files: their rows as one table, the input named by all of them
+    assert main(["report", *map(str, halves), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {k: doc[k] for k in original} == original and doc["sources"] == [", ".join(map(str, halves))]
     # a filter applies as to a store: nothing before the first span's time, so no traces
     assert main(["report", str(dump), "--since", "2100-01-01T00:00:00Z"]) == 2
     assert "no traces in " + str(dump) in capsys.readouterr().err
@@ -95,11 +98,10 @@ def test_a_parquet_file_is_reported_as_the_store_it_was_dumped_from(tmp_path, ca
     pq.write_table(pa.table({c: ["x"] for c in columns}), other)
     assert main(["report", str(other)]) == 2
     err = capsys.readouterr().err
-    assert f"{other}: its rows do not fit the exporter's table" in err and "agenttrace-parquet-" not in err
+    assert f"{other}: rows that do not read as the exporter's table" in err and "chdb::" not in err
     (tmp_path / "cut.parquet").write_bytes(dump.read_bytes()[:2000])
     assert main(["report", str(tmp_path / "cut.parquet")]) == 2
     assert "not a Parquet file" in capsys.readouterr().err
-    assert list((tmp_path / "tmp").iterdir()) == []  # nothing left behind by a refusal either
 
 
 def test_parquet_without_the_exporters_columns_is_refused_and_nothing_inserted(tmp_path, capsys):
@@ -113,3 +115,35 @@ def test_parquet_without_the_exporters_columns_is_refused_and_nothing_inserted(t
     assert "not the ClickHouse exporter's traces" in capsys.readouterr().err
     assert main(["export", str(other), "--otlp"]) == 2  # only a store takes it as it is
     assert "--clickhouse only" in capsys.readouterr().err
+
+
+def test_parquet_rows_are_ordered_on_their_keys_alone_as_a_sort_of_every_column_orders_them(tmp_path, capsys):
+    # rows named by their file's place and row (clickhouse.PARQUET_ROW_KEYS), as a MergeTree
+    # table's by part and offset: the span table is the one a sort of every column makes
+    from agenttrace.columnar import load
+    from agenttrace.columnar.engine import Engine
+    from agenttrace.traces.clickhouse import PARQUET_ROW_KEYS, ClickHouseQuery, check_source, connect
+
+    url = f"chdb:{tmp_path / 'a'}"
+    assert main(["export", str(ROOT / "traces" / "samples"), "--clickhouse", url]) == 0
+    capsys.readouterr()
+    store = connect(url)
+    parts = [tmp_path / "b.parquet", tmp_path / "a.parquet"]  # in the list's order, not the names'
+    for n, part in enumerate(parts):
+        store.command(f"INSERT INTO FUNCTION file('{part}', Parquet) SELECT * FROM otel_traces "
+                      f"WHERE cityHash64(TraceId) % 2 = {n}")
+    del store
+    gc.collect()
+    query = ClickHouseQuery("chdb:", files=tuple(map(str, parts)))
+    engine = Engine(store=connect("chdb:"))
+    assert check_source(engine.store, query) == "File"
+
+    def table(by_row) -> list[tuple]:
+        engine.drop(["spans"])
+        engine.q(load.table())
+        engine.q(load.store_insert(query.table, "", by_row))
+        return [tuple(map(str, r)) for r in engine.store.rows("SELECT i, h, trace_id, span_id, attrs FROM spans ORDER BY i")]
+
+    keyed, whole = table(PARQUET_ROW_KEYS), table(None)
+    assert len(keyed) == 98 and [r[0] for r in keyed] == [str(n) for n in range(98)]  # every row placed
+    assert keyed == whole

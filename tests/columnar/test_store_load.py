@@ -42,7 +42,7 @@ def store(tmp_path_factory) -> str:
 def _table(store: str, by_row: bool) -> list[tuple]:
     engine = Engine(store=connect(store))
     engine.q(load.table())
-    engine.q(load.store_insert("otel_traces", "", by_row))
+    engine.q(load.store_insert("otel_traces", "", load.MERGE_TREE_ROWS if by_row else None))
     rows = engine.store.rows("SELECT i, h, trace_id, span_id, attrs, odd FROM spans ORDER BY i")
     engine.q("DROP TEMPORARY TABLE spans")
     return [tuple(map(str, r)) for r in rows]
@@ -114,7 +114,7 @@ def test_a_server_without_the_rows_part_and_offset_gets_the_order_sorted_whole(s
 def test_a_stores_batches_hold_whole_traces_in_the_whole_inputs_order(store, by_row):
     engine = Engine(store=connect(store))
     numbers = engine.store_batches(ClickHouseQuery(store), 700)
-    engine._read = (by_row, *engine._read[1:])
+    engine._read = (load.MERGE_TREE_ROWS if by_row else None, *engine._read[1:])
     rows, sizes = [], []
     for number in numbers:
         engine.drop(["spans"])
