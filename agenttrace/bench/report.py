@@ -165,15 +165,8 @@ def _measure_columnar(path: str, clock, store: str | None = None, sample: int | 
         # several batches of files, or a store (report_store reads it a batch of traces at a
         # time where it holds more than one): loading and analysing interleave, all counted as analyse
         if store or len(batches(list(iter_trace_files([path])), BATCH_BYTES)) > 1:
-            outcome = (report_store(ClickHouseQuery(store, "otel_traces"), sample=sample) if store
-                       else report_files([path], sample=sample))
-            if outcome.report is None:
-                raise RuntimeError(f"the columnar engine does not cover {outcome.reason}")
-            return {"spans": sum(i.spans for i in outcome.report.inputs), "tasks": outcome.report.run.tasks,
-                    "load_s": 0.0, "analyse_s": elapsed_s(clock, t0),
-                    "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                    "problems": len(outcome.report.problems), "bytes_back": outcome.bytes_back,
-                    "workers_peak_mb": outcome.workers_peak_mb}
+            return _record(report_store(ClickHouseQuery(store, "otel_traces"), sample=sample) if store
+                           else report_files([path], sample=sample), elapsed_s(clock, t0))
     if store:
         engine = Engine(store=connect(store))
         inputs = engine.load_store(ClickHouseQuery(store, "otel_traces"))
@@ -199,12 +192,16 @@ def _measure_parquet(parquet: str, clock, sample: int | None) -> dict[str, float
     from agenttrace.traces.clickhouse import ClickHouseQuery
 
     t0 = clock.now_ns()
-    outcome = report_store(ClickHouseQuery("chdb:", files=(parquet,)), sample=sample)
+    return _record(report_store(ClickHouseQuery("chdb:", files=(parquet,)), sample=sample), elapsed_s(clock, t0))
+
+
+def _record(outcome, seconds: float) -> dict[str, float]:
+    """The record of a report the engine made in one go (loading and analysing interleave: all
+    counted as analyse)."""
     if outcome.report is None:
         raise RuntimeError(f"the columnar engine does not cover {outcome.reason}")
     return {"spans": sum(i.spans for i in outcome.report.inputs), "tasks": outcome.report.run.tasks,
-            "load_s": 0.0, "analyse_s": elapsed_s(clock, t0),
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "load_s": 0.0, "analyse_s": seconds, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "problems": len(outcome.report.problems), "bytes_back": outcome.bytes_back,
             "workers_peak_mb": outcome.workers_peak_mb}
 

@@ -155,8 +155,8 @@ class Engine:
         return out
 
     def _store(self, query) -> tuple[tuple[str, str] | None, str, dict]:
-        """Readies a store's read: whether its rows are named by part and offset, and the filters'
-        SQL and parameters. ClickHouseError when the table is not the exporter's (no other path
+        """Readies a store's read: the columns naming its rows (load.store_insert's `by_row`, None
+        where it has none), and the filters' SQL and parameters. ClickHouseError when the table is not the exporter's (no other path
         can read it either)."""
         from agenttrace.traces.clickhouse import PARQUET_ROW_KEYS, check_source
         from agenttrace.traces.clickhouse_read import filters

@@ -87,9 +87,9 @@ def _report_parquet(args: argparse.Namespace, files: list[str], sample: int | No
     from agenttrace.traces.parquet_input import problem
 
     for f in files:
-        why = "no such file" if not Path(f).is_file() else problem(f)
+        why = problem(f) if Path(f).is_file() else f"{f}: no such file"
         if why is not None:
-            raise InputError(f"{f}: {why}" if why == "no such file" else why)
+            raise InputError(why)
     try:
         return _report_store(args, clickhouse_query(args, files), sample, only)
     except InputError as exc:  # ClickHouse's words about a value it could not read: said of the files
@@ -117,7 +117,7 @@ def _report(args: argparse.Namespace):
         raise InputError("--sample N needs N >= 100 (p99 needs 100 values), and one source read as a stream: "
                          "files, --jaeger, --clickhouse or --phoenix alone, in a format other than html")
     parquet = [p for p in args.paths if p.lower().endswith(".parquet")]
-    if parquet:  # the exporter's columns, not lines of JSON: read through a store of their own
+    if parquet:  # the exporter's columns, not lines of JSON: read where they lie, as a store's table
         if len(parquet) < len(args.paths) or store is not None or jaeger is not None or phoenix is not None:
             raise InputError(f"{parquet[0]} is Parquet (the ClickHouse exporter's columns): report Parquet files on "
                              "their own, not with trace files, --clickhouse, --jaeger or --phoenix")

@@ -6,12 +6,13 @@ filters, the pages, the budget of a read, the values typed back) is clickhouse_r
                             official clickhouse-connect client, or `chdb:FOLDER` (`chdb:` alone:
                             in memory), ClickHouse's engine in-process (chdb)
     check_table(store, t)   the columns the reader needs, or an error naming the missing ones; its engine
+                            (check_source: or of Parquet files, `parquet_rows`, read where they lie)
     store.answer(sql, params, bounds)
                             a query within one read's bounds (QueryBounds): the server stops it
                             at what is left of the deadline, an answer over the size bound is
                             not held (QueryAnswer.too_large); its size is its JSONCompact bytes
-    ClickHouseQuery         what to read: the table, the window, the service, the batch, the
-                            bounds of the read (bounded_http.ReadLimits)
+    ClickHouseQuery         what to read: the table (or Parquet files), the window, the service,
+                            the batch, the bounds of the read (bounded_http.ReadLimits)
 
 No torch import on this path.
 """
