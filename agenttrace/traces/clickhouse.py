@@ -35,6 +35,7 @@ from agenttrace.traces.clickhouse_params import parameter_texts, quoted, typed_p
 __all__ = ["PARQUET_ROW_KEYS", "ClickHouseQuery", "QueryAnswer", "QueryBounds", "Store", "check_source", "check_table",
            "connect", "parquet_rows"]
 
+# The columns the reader selects (clickhouse_read).
 _NEEDED = ("Timestamp", "TraceId", "SpanId", "ParentSpanId", "SpanName", "SpanKind", "ServiceName",
            "ResourceAttributes", "ScopeName", "SpanAttributes", "Duration", "StatusCode", "StatusMessage",
            "Events.Timestamp", "Events.Name", "Events.Attributes", "Links.TraceId", "Links.SpanId")
@@ -319,8 +320,7 @@ def missing_columns(found) -> list[str]:
     return [c for c in _NEEDED if c not in found]
 
 
-# What names a row of `parquet_rows` (its file's place in the list, its row there), as `_part` and
-# `_part_offset` name a MergeTree table's: the columnar load sorts on the keys and these alone.
+# A row of `parquet_rows` by its file's place and its row there, as a MergeTree's by part and offset.
 PARQUET_ROW_KEYS = ("_file_n", "_file_row")
 
 
