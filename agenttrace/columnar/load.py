@@ -263,7 +263,8 @@ def _store_value_odd(types: dict[str, str]) -> str:
     """SQL over one exporter attribute (k, v): true where the per-span reader would word a problem
     about it (clickhouse_read.typed_value, then span_records.checked: a known key whose text is
     not of its type, or out of range). Errs on the side of true. The key's type is looked up once
-    and only its test runs (a test per type, each over every attribute, cost twice the time)."""
+    and only its test runs (a test per type over every attribute: the row check of 1M spans took
+    0.80-1.25 s, now 0.73-0.93 s, measured)."""
     keys = ", ".join(f"'{k}'" for k in types)
     codes = ", ".join(str(_KIND_CODES[t]) for t in types.values())
     kind = f"transform(k, [{keys}], [{codes}], 0)"
