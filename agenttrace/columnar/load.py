@@ -146,8 +146,8 @@ def _ids_odd(trace: str, span: str, parent: str) -> str:
 _FILE_STATUS = _STATUS.format(c="ifNull(sp.status.code, '0')")
 
 
-def _file_odd() -> str:
-    """SQL over one span `sp` of a file (and its resource `rs`): true where the per-span reader
+def _file_odd(resource_odd: str) -> str:
+    """SQL over one span `sp` of a file (`resource_odd`: its resource's `resource_odd`): true where the per-span reader
     would word a problem about it or read it otherwise (span_records.checked, otlp_json): a time
     that is not nanoseconds, an end before the start, ids that are not hex, a span its own
     parent, an odd attribute, resource attribute or event. (A name that is not a JSON string, or
@@ -160,8 +160,7 @@ def _file_odd() -> str:
         f"NOT match(concat({start}, ':', {end}), '^[0-9]{{1,19}}:[0-9]{{1,19}}$')",
         f"toInt64OrNull({start}) IS NULL", f"toInt64OrNull({end}) IS NULL", f"toInt64OrZero({end}) < toInt64OrZero({start})",
         _ids_odd("sp.traceId", "sp.spanId", "sp.parentSpanId"),
-        f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, sp.attributes)",
-        f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, rs.resource.attributes)",
+        f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, sp.attributes)", resource_odd,
         f"arrayExists(e -> {ev_odd}, sp.events)",
     ])
 
@@ -204,32 +203,52 @@ def line_check(path_sql: str) -> str:
 LINE_STRIDE = 1 << 32
 
 
+def resource_odd(r: str) -> str:
+    """SQL over one OTLP resource `r`: true where an attribute of it is odd (`_file_odd`)."""
+    return f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, {r}.resource.attributes)"
+
+
+def _per_span(values: str, counts: str) -> str:
+    """SQL: `values` (an array, one per resource or scope of a line) repeated for each of its
+    spans (`counts`), so that they line up with the line's spans."""
+    return f"arrayFlatten(arrayMap((v, n) -> arrayWithConstant(n, v), {values}, {counts}))"
+
+
 def file_insert(path_sql: str, first: int, into: str = "spans") -> str:
     """Spans of one OTLP/JSON lines file (`path_sql`: a quoted SQL string) into `into`; `first`:
     the input order of its first span, and each next one's above it (not contiguous: the file's
     line number and the span's place in its line, so the order never depends on which thread
     parsed which line: a row number over the blocks did, on files of many blocks). Hex ids are
-    lower-cased (the per-span path does)."""
-    scope = "arraySum(arraySlice(scopes_per_resource, 1, rn - 1)) + sn"
+    lower-cased (the per-span path does).
+
+    A line's spans are exploded by one ARRAY JOIN of arrays made per line, one element a span:
+    the span, and what it reads of its resource and scope. An ARRAY JOIN of the resources, then
+    their scopes, then the spans copied each resource's whole tuple, its spans in it, once per
+    span (1M spans: the explosion alone 4.4 s against 0.15 s, measured)."""
+    per_resource = "arrayMap(r -> arraySum(arrayMap(x -> length(x.spans), r.scopeSpans)), resourceSpans)"
+    label, run = (_per_span(f"arrayMap(r -> ifNull({_resource('r.resource.attributes', key)}, ''), resourceSpans)", "n_r")
+                  for key in (sc.RUN_LABEL, sc.RUN_ID))
+    scopes = "arrayFlatten(arrayMap(r -> arrayMap(x -> ifNull(JSONExtractString(x.scope, 'name'), ''), r.scopeSpans), resourceSpans))"
     return f"""INSERT INTO {into} SELECT
-  {first} + line_no * {LINE_STRIDE} + arraySum(arraySlice(spans_per_scope, 1, {scope} - 1)) + pn - 1 AS i,
+  {first} + line_no * {LINE_STRIDE} + pn - 1 AS i,
   cityHash64(trace_id, span_id) AS h, cityHash64(trace_id, lower(sp.parentSpanId)) AS ph,
   lower(sp.traceId) AS trace_id, lower(sp.spanId) AS span_id, sp.name AS name,
   {_KIND.format(k='sp.kind', client=_FILE_CLIENT.format(k='sp.kind'))} AS kind, {_FILE_STATUS} AS status,
   toInt64(sp.startTimeUnixNano) AS start_ns, toInt64(sp.endTimeUnixNano) AS end_ns,
-  ifNull({_resource('rs.resource.attributes', sc.RUN_LABEL)}, '') AS run_label,
-  ifNull({_resource('rs.resource.attributes', sc.RUN_ID)}, '') AS run_id,
+  sp_label AS run_label, sp_run AS run_id,
   ifNull(arrayFirst(a -> a.key = '{sc.SEGMENT}', sp.attributes).value.stringValue, '') AS segment,
-  ifNull(JSONExtractString(ss.scope, 'name'), '') AS scope, {_typed('sp.attributes')} AS attrs,
+  sp_scope AS scope, {_typed('sp.attributes')} AS attrs,
   {_rounds('sp.events')} AS rounds,
-  {_file_odd()} AS odd
+  {_file_odd('sp_resource_odd')} AS odd
 FROM (
-  SELECT toUInt64(_row_number) AS line_no, resourceSpans, arrayMap(r -> length(r.scopeSpans), resourceSpans) AS scopes_per_resource,
-         arrayFlatten(arrayMap(r -> arrayMap(x -> length(x.spans), r.scopeSpans), resourceSpans)) AS spans_per_scope
+  SELECT toUInt64(_row_number) AS line_no, {per_resource} AS n_r,
+         arrayFlatten(arrayMap(r -> arrayMap(x -> length(x.spans), r.scopeSpans), resourceSpans)) AS n_s,
+         arrayFlatten(arrayMap(r -> arrayMap(x -> x.spans, r.scopeSpans), resourceSpans)) AS spans,
+         {label} AS labels, {run} AS runs, {_per_span(scopes, 'n_s')} AS scopes,
+         {_per_span(f"arrayMap(r -> {resource_odd('r')}, resourceSpans)", 'n_r')} AS resources_odd
   FROM file({path_sql}, 'JSONEachRow', '{FILE_SCHEMA}'))
-ARRAY JOIN resourceSpans AS rs, arrayEnumerate(resourceSpans) AS rn
-ARRAY JOIN rs.scopeSpans AS ss, arrayEnumerate(rs.scopeSpans) AS sn
-ARRAY JOIN ss.spans AS sp, arrayEnumerate(ss.spans) AS pn
+ARRAY JOIN spans AS sp, labels AS sp_label, runs AS sp_run, scopes AS sp_scope, resources_odd AS sp_resource_odd,
+           arrayEnumerate(spans) AS pn
 SETTINGS precise_float_parsing = 1, input_format_json_read_numbers_as_strings = 1,
          input_format_json_read_objects_as_strings = 1, input_format_parallel_parsing = 0,
          {_BLOCK}"""
