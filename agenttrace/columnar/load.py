@@ -146,8 +146,8 @@ def _ids_odd(trace: str, span: str, parent: str) -> str:
 _FILE_STATUS = _STATUS.format(c="ifNull(sp.status.code, '0')")
 
 
-def _file_odd(resource_odd: str) -> str:
-    """SQL over one span `sp` of a file (`resource_odd`: its resource's `resource_odd`): true where the per-span reader
+def _file_odd(resource: str) -> str:
+    """SQL over one span `sp` of a file (`resource`: its resource's check, `_resource_odd`): true where the per-span reader
     would word a problem about it or read it otherwise (span_records.checked, otlp_json): a time
     that is not nanoseconds, an end before the start, ids that are not hex, a span its own
     parent, an odd attribute, resource attribute or event. (A name that is not a JSON string, or
@@ -160,7 +160,7 @@ def _file_odd(resource_odd: str) -> str:
         f"NOT match(concat({start}, ':', {end}), '^[0-9]{{1,19}}:[0-9]{{1,19}}$')",
         f"toInt64OrNull({start}) IS NULL", f"toInt64OrNull({end}) IS NULL", f"toInt64OrZero({end}) < toInt64OrZero({start})",
         _ids_odd("sp.traceId", "sp.spanId", "sp.parentSpanId"),
-        f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, sp.attributes)", resource_odd,
+        f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, sp.attributes)", resource,
         f"arrayExists(e -> {ev_odd}, sp.events)",
     ])
 
@@ -203,7 +203,7 @@ def line_check(path_sql: str) -> str:
 LINE_STRIDE = 1 << 32
 
 
-def resource_odd(r: str) -> str:
+def _resource_odd(r: str) -> str:
     """SQL over one OTLP resource `r`: true where an attribute of it is odd (`_file_odd`)."""
     return f"arrayExists(a -> {_file_value_odd(ATTRIBUTE_TYPES)}, {r}.resource.attributes)"
 
@@ -245,7 +245,7 @@ FROM (
          arrayFlatten(arrayMap(r -> arrayMap(x -> length(x.spans), r.scopeSpans), resourceSpans)) AS n_s,
          arrayFlatten(arrayMap(r -> arrayMap(x -> x.spans, r.scopeSpans), resourceSpans)) AS spans,
          {label} AS labels, {run} AS runs, {_per_span(scopes, 'n_s')} AS scopes,
-         {_per_span(f"arrayMap(r -> {resource_odd('r')}, resourceSpans)", 'n_r')} AS resources_odd
+         {_per_span(f"arrayMap(r -> {_resource_odd('r')}, resourceSpans)", 'n_r')} AS resources_odd
   FROM file({path_sql}, 'JSONEachRow', '{FILE_SCHEMA}'))
 ARRAY JOIN spans AS sp, labels AS sp_label, runs AS sp_run, scopes AS sp_scope, resources_odd AS sp_resource_odd,
            arrayEnumerate(spans) AS pn
