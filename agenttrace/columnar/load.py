@@ -291,7 +291,9 @@ def _store_value_odd(types: dict[str, str]) -> str:
     and only its test runs (a test per type over every attribute: the row check of 1M spans took
     0.80-1.25 s, now 0.73-0.93 s, measured)."""
     kind = _kind(types, "k")
-    integer = "(match(v, '^-?(0|[1-9][0-9]*)$') AND toInt64OrNull(v) IS NOT NULL)"
+    # an integer's text is its value's: no sign on 0, no leading zeros, within int64 ("-0" is
+    # counted, erring safe; the regex and a parse before: 0.75-0.92 s against 0.70-0.76 s, 1M spans)
+    integer = "(toString(toInt64OrZero(v)) = v)"
     number = f"(match(v, '^-?([0-9]+(\\\\.[0-9]+)?([eE][-+]?[0-9]+)?|\\\\.[0-9]+)$') AND abs(toFloat64OrZero(v)) <= {MAX_SECONDS})"
     return (f"(multiIf({kind} = 2, NOT {integer}, {kind} = 3, NOT {number}, {kind} = 4, v NOT IN ('true', 'false'), "
             f"{kind} = 5, NOT match(v, '^\\\\[[-0-9.,eE ]*\\\\]$'), false) OR NOT isValidUTF8(v))")
