@@ -157,7 +157,8 @@ WITH RECURSIVE ch AS (
 )
 SELECT i FROM ch""",
         f"""CREATE TEMPORARY TABLE {p}f {_M} AS
-SELECT i, pi, task, depth, blk AND (pi NOT IN (SELECT pi FROM {p}ov) OR i IN (SELECT i FROM {p}chain)) AS followed
+SELECT i, pi, task, depth, blk AND (pi NOT IN (SELECT pi FROM {p}ov) OR i IN (SELECT i FROM {p}chain)) AS followed,
+       blk, hi - lo AS ns, segment
 FROM {p}t WHERE NOT dropped""",
         f"""CREATE TEMPORARY TABLE {p}o {_M} AS
 WITH RECURSIVE o AS (
@@ -167,9 +168,10 @@ WITH RECURSIVE o AS (
 )
 SELECT i, off_d FROM o""",
         f"""CREATE TEMPORARY TABLE {p}c {_M} AS
-WITH kids AS (
-  SELECT t.pi AS pi, sum(if(f.followed, t.hi - t.lo, 0)) AS kid_ns, max(t.segment IN ('draft', 'verify')) AS has_dv
-  FROM {p}t AS t JOIN {p}f AS f ON f.i = t.i WHERE t.blk GROUP BY t.pi
+WITH kids AS (  -- off {p}f, which carries what they need of {p}t
+  -- (joining the two: the charge 0.55-0.91 s at 1M spans, now 0.46-0.58 s)
+  SELECT pi, sum(if(followed, ns, 0)) AS kid_ns, max(segment IN ('draft', 'verify')) AS has_dv
+  FROM {p}f WHERE blk GROUP BY pi
 ), base AS (
   SELECT t.i AS i, t.task AS task, t.step AS step, t.step_d AS step_d, t.att AS att, t.att_d AS att_d, t.dlg AS dlg, t.cmp AS cmp,
          if(t.segment != '', t.segment, coalesce(t.inh, 'other')) AS seg0,
