@@ -81,10 +81,10 @@ def _decision_end() -> str:
 
 
 # What these queries read of a span is computed over `spans` before the join to the tree, with the
-# tree's rows (a few narrow columns) on the join's right: joining the tree to the spans' attribute
-# maps, held on the right, took twice as long (1M spans: the step values 1.1-1.2 s against
-# 0.7-0.8 s; the attempts' 0.4 s against 0.2 s, measured), and carrying the maps through the join
-# cost as much again.
+# tree's rows (a few narrow columns) on the join's right. Joining the tree to the spans' attribute
+# maps held the maps in the join and carried them through it: at 1M spans the attempts' join alone
+# took 0.04 s, with the maps carried to one comparison 0.4 s; the step values took 1.1-1.25 s
+# that way, 0.57-0.68 s this way (measured: scripts/columnar_ab.py).
 def step_rows(p: str = "x_") -> str:
     """A row per task step: its figures' inputs, by task and start."""
     return f"""WITH scan AS (
