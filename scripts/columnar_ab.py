@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 _HASHED = ("x_tr", "x_seg", "x_sr", "x_tv", "x_gv", "x_dk", "x_kr")
-_CREATED = re.compile(r"(CREATE|DROP) TEMPORARY TABLE (\w+)")
+_CREATE = re.compile(r"^CREATE TEMPORARY TABLE (\w+)")
 
 
 def dump(out: str) -> None:
@@ -27,15 +27,15 @@ def dump(out: str) -> None:
 
 
 def _run(engine, statements: list[str]) -> tuple[dict[str, float], dict[str, int]]:
-    for name in {m.group(2) for s in statements for m in _CREATED.finditer(s)}:
-        engine.q(f"DROP TEMPORARY TABLE IF EXISTS {name}")
+    from agenttrace.columnar.tree import created
+
+    engine.drop(created(statements))
     times: dict[str, float] = {}
     for sql in statements:
-        m = _CREATED.search(sql)
         start = time.perf_counter()
         engine.q(sql)
-        if m and m.group(1) == "CREATE":
-            times[m.group(2)] = time.perf_counter() - start
+        if m := _CREATE.match(sql):
+            times[m.group(1)] = time.perf_counter() - start
     hashes = {n: engine.scalar(f"SELECT sum(cityHash64(toString(tuple(*)))) FROM {n}") for n in _HASHED}
     return times, hashes
 

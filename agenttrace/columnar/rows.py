@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from agenttrace import semconv as sc
 from agenttrace.columnar import generations_sql as gs
-from agenttrace.columnar.tree import dfs_key, integer, is_true, narrow, text
+from agenttrace.columnar.tree import dfs_key, integer, is_true, listed, narrow, text
 from agenttrace.report.model import SEGMENT_FIELDS
 
 _N = len(SEGMENT_FIELDS)
@@ -69,10 +69,6 @@ _STEP_SCAN_SEGMENTS = (sc.Segment.VALIDATION, sc.Segment.PARSE, sc.Segment.GENER
                        sc.Segment.STEP)  # each step's own span keeps its row in `per`
 
 
-def _in(segments: tuple[str, ...]) -> str:
-    return ", ".join(f"'{x}'" for x in segments)
-
-
 def _decision_end() -> str:
     """SQL over a span of `spans` (bare columns): the end of its decision moment, if it is one."""
     return (f"multiIf((segment = '{sc.Segment.VALIDATION}' AND {is_true(sc.VALIDATION_OK)}) "
@@ -93,8 +89,8 @@ def step_rows(p: str = "x_") -> str:
   FROM (SELECT i, {_decision_end()} AS moment, if(moment IS NOT NULL AND {is_true(sc.DECISION_CORRECT)}, moment, NULL) AS correct,
                moment IS NOT NULL AND mapContains(attrs, '{sc.DECISION_CORRECT}') AS marks,
                if(segment = '{sc.Segment.PARSE}' AND {is_true(sc.PARSE_OK)}, end_ns, NULL) AS parse_ok_end
-        FROM spans WHERE segment IN ({_in(_STEP_SCAN_SEGMENTS)})) AS s
-  JOIN (SELECT i, step, att FROM {p}t WHERE step IS NOT NULL AND NOT in_gen AND segment IN ({_in(_STEP_SCAN_SEGMENTS)})) AS t
+        FROM spans WHERE segment IN ({listed(_STEP_SCAN_SEGMENTS)})) AS s
+  JOIN (SELECT i, step, att FROM {p}t WHERE step IS NOT NULL AND NOT in_gen AND segment IN ({listed(_STEP_SCAN_SEGMENTS)})) AS t
     ON t.i = s.i
 ), per AS (
   SELECT step, countIf(moment IS NOT NULL) AS moments, min(moment) AS first, min(correct) AS first_correct, max(marks) AS marks, max(parse_ok_end) AS last_parse_ok,

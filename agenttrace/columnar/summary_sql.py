@@ -127,9 +127,9 @@ FROM {p}tr AS tr LEFT JOIN st ON st.task = tr.task LEFT JOIN at ON at.task = tr.
 LEFT JOIN {p}dl AS dl ON dl.task = tr.task LEFT JOIN {p}cp AS cp ON cp.task = tr.task LEFT JOIN sa ON sa.task = tr.task
 LEFT JOIN cc ON cc.task = tr.task
 SETTINGS join_use_nulls = 1""",  # (an array is never NULL: a task with no row there has [] instead: `empty`)
-        # each generation's values made before the joins that place it (as rows.py does: its
-        # attributes and rounds held on a join's right, or carried through the joins, took 1.6-2.1
-        # s at 1M spans, now about 1.0 s, measured)
+        # each generation's values made before the joins that place it, as rows.py does (its
+        # attributes and rounds held in a join and carried through the next: 1.75-2.48 s at 1M
+        # spans, now 1.19-1.46 s, measured: scripts/columnar_ab.py)
         f"""CREATE TEMPORARY TABLE {p}gv {_M} AS
 SELECT * EXCEPT ({", ".join(gs.STEPS)}) FROM (
 SELECT (sr.o, sr.start_ns, sr.step, s.start_ns, s.i) AS key, (sr.o, sr.start_ns, sr.step, {dfs_key()}) AS wkey,

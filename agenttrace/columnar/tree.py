@@ -63,12 +63,17 @@ def is_true(key: str, m: str = "attrs") -> str:
 _CARVED = (sc.SPEC_DRAFT_S, sc.SPEC_VERIFY_S, sc.CONSTRAIN_MASK_S, sc.CONSTRAIN_COMPILE_S)
 
 
+def listed(values) -> str:
+    """SQL: the texts `values` as the list of an IN (...)."""
+    return ", ".join(f"'{v}'" for v in values)
+
+
 def narrow(keys: tuple[str, ...] | None = None, segments: tuple[str, ...] = (), cols: str = "segment, start_ns, end_ns") -> str:
     """`spans` as the right side of a join: `cols`, the attributes `keys` (None: all), the spans of
     `segments` (empty: all). A join holds its right side in memory whole: joining the table itself
     held every span's attributes (0.6 GB at 1M spans, measured) where a query read four keys."""
-    attrs = "attrs" if keys is None else "mapFilter((k, v) -> k IN (" + ", ".join(f"'{k}'" for k in keys) + "), attrs)"
-    where = " WHERE segment IN (" + ", ".join(f"'{x}'" for x in segments) + ")" if segments else ""
+    attrs = "attrs" if keys is None else f"mapFilter((k, v) -> k IN ({listed(keys)}), attrs)"
+    where = f" WHERE segment IN ({listed(segments)})" if segments else ""
     return f"(SELECT i, {cols}, {attrs} AS attrs FROM spans{where})"
 
 
